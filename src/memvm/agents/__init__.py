@@ -1,0 +1,1 @@
+"""Agents: schemas, SQL, lifecycle, and compiling their system prompts."""

@@ -1,0 +1,60 @@
+"""All agent SQL."""
+
+from collections.abc import Sequence
+
+from sqlalchemy import Select, delete, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.orm import Agent, AgentBlock, Block
+
+
+async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent | None:
+    query = select(Agent).where(Agent.id == agent_id).execution_options(populate_existing=True)
+    if lock:
+        query = query.with_for_update()
+    return await session.scalar(query)
+
+
+def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool) -> Select:
+    query = select(Agent)
+    if name is not None:
+        query = query.where(Agent.name == name)
+    if query_text:
+        query = query.where(Agent.name.icontains(query_text, autoescape=True))
+    if tags:
+        query = query.where(Agent.tags.contains(list(tags)) if match_all_tags else Agent.tags.overlap(list(tags)))
+    return query
+
+
+def agents_of_block_query(block_id: str) -> Select:
+    return select(Agent).join(AgentBlock, AgentBlock.agent_id == Agent.id).where(AgentBlock.block_id == block_id)
+
+
+async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> AgentBlock | None:
+    return await session.get(AgentBlock, (agent_id, block_id))
+
+
+async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:
+    query = (
+        select(Block)
+        .join(AgentBlock, AgentBlock.block_id == Block.id)
+        .where(AgentBlock.agent_id == agent_id, AgentBlock.label == label)
+        .execution_options(populate_existing=True)
+    )
+    return await session.scalar(query)
+
+
+async def labels_of(session: AsyncSession, agent_id: str) -> list[str]:
+    return list(await session.scalars(select(AgentBlock.label).where(AgentBlock.agent_id == agent_id)))
+
+
+async def detach_all_except(session: AsyncSession, agent_id: str, keep: Sequence[str]) -> None:
+    await session.execute(delete(AgentBlock).where(AgentBlock.agent_id == agent_id, AgentBlock.block_id.not_in(keep)))
+
+
+async def lock_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
+    """Key-share lock: the blocks cannot be deleted or relabelled while we attach them.
+    Taken before any agent row lock (blocks first, then agents, everywhere)."""
+    query = select(Block).where(Block.id.in_(block_ids)).order_by(Block.id).with_for_update(key_share=True, read=True)
+    return list(await session.scalars(query.execution_options(populate_existing=True)))
+

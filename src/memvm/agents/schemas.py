@@ -1,0 +1,153 @@
+"""Agent shapes of the Letta v1 API (CreateAgent, UpdateAgent, AgentState)."""
+
+from datetime import datetime
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memvm.blocks.schemas import BlockCreate, BlockRead
+from memvm.ids import is_valid_id
+from memvm.memory.compiler import RenderMode
+
+AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
+NAME_DESCRIPTION = "Letters, digits, spaces, '_', ''' and '-'; 1-100 characters."
+
+
+class LLMConfig(BaseModel):
+    """Accepted as the Letta sheet describes it; unknown keys are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str
+    model_endpoint_type: str = "openai"
+    model_endpoint: str | None = None
+    context_window: int = Field(32_000, ge=256)
+
+
+def _check_timezone(value: str | None) -> str | None:
+    if value is None:
+        return None
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise ValueError(f"unknown timezone {value!r}; use an IANA name such as 'UTC' or 'Europe/Berlin'") from None
+    return value
+
+
+def _check_block_ids(ids: list[str] | None) -> list[str] | None:
+    for block_id in ids or ():
+        if not is_valid_id("block", block_id):
+            raise ValueError(f"{block_id!r} is not a block id; expected 'block-<uuid4>'")
+    return ids
+
+
+class AgentFields(BaseModel):
+    """Fields shared by create and update; all optional here."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = Field(None, min_length=1, max_length=100, pattern=r"^[\w '\-]+$", description=NAME_DESCRIPTION)
+    description: str | None = None
+    system: str | None = Field(None, description="System prompt; '{CORE_MEMORY}' marks where memory goes, else it is appended.")
+    tags: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    model: str | None = Field(None, pattern=r"^[^/\s]+/\S+$", description="Model handle 'provider/model-name'.")
+    embedding: str | None = Field(None, pattern=r"^[^/\s]+/\S+$", description="Embedding handle 'provider/model-name'.")
+    llm_config: LLMConfig | None = None
+    embedding_config: dict[str, Any] | None = None
+    context_window_limit: int | None = Field(None, ge=256)
+    timezone: str | None = None
+    memory_render_mode: RenderMode | None = Field(None, description="standard | line_numbered | git")
+
+    _timezone = field_validator("timezone")(_check_timezone)
+
+
+class AgentCreate(AgentFields):
+    agent_type: AgentType = "letta_v1_agent"
+    memory_blocks: list[BlockCreate] = Field(default_factory=list, description="New blocks to create and attach.")
+    block_ids: list[str] = Field(default_factory=list, description="Existing blocks to attach.")
+
+    _block_ids = field_validator("block_ids")(_check_block_ids)
+
+
+class AgentUpdate(AgentFields):
+    block_ids: list[str] | None = Field(None, description="Replaces the set of attached blocks.")
+
+    _block_ids = field_validator("block_ids")(_check_block_ids)
+
+
+class MemoryRead(BaseModel):
+    agent_type: str
+    git_enabled: bool
+    blocks: list[BlockRead]
+    file_blocks: list[Any] = Field(default_factory=list)
+    prompt_template: str | None = None
+
+
+class AgentRead(BaseModel):
+    id: str
+    name: str
+    agent_type: str
+    description: str | None
+    system: str
+    tags: list[str]
+    metadata: dict[str, Any]
+    model: str | None
+    embedding: str | None
+    llm_config: dict[str, Any] | None
+    embedding_config: dict[str, Any] | None
+    context_window_limit: int | None
+    timezone: str
+    memory_render_mode: RenderMode
+    memory: MemoryRead
+    blocks: list[BlockRead]
+    tools: list[Any] = Field(default_factory=list)
+    sources: list[Any] = Field(default_factory=list)
+    identities: list[Any] = Field(default_factory=list)
+    tool_rules: list[Any] = Field(default_factory=list)
+    message_ids: list[str] = Field(default_factory=list)
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, agent: Any, blocks: list[Any] | None, *, show_tags: bool) -> "AgentRead":
+        """`blocks=None` means the caller did not ask for them (v1 SDK `include` semantics)."""
+        block_reads = [BlockRead.of(block) for block in blocks or ()]
+        return cls(
+            id=agent.id,
+            name=agent.name,
+            agent_type=agent.agent_type,
+            description=agent.description,
+            system=agent.system,
+            tags=agent.tags if show_tags else [],
+            metadata=agent.metadata_,
+            model=agent.model,
+            embedding=agent.embedding,
+            llm_config=_llm_config(agent),
+            embedding_config=agent.embedding_config,
+            context_window_limit=agent.context_window_limit,
+            timezone=agent.timezone,
+            memory_render_mode=RenderMode(agent.memory_render_mode),
+            memory=MemoryRead(
+                agent_type=agent.agent_type,
+                git_enabled=agent.memory_render_mode == RenderMode.GIT,
+                blocks=block_reads,
+                prompt_template=None,
+            ),
+            blocks=block_reads,
+            created_at=agent.created_at,
+            updated_at=agent.updated_at,
+        )
+
+
+def _llm_config(agent: Any) -> dict[str, Any] | None:
+    """The stored llm_config, or one derived from the `provider/model` handle."""
+    if agent.llm_config is not None:
+        return agent.llm_config
+    if agent.model is None:
+        return None
+    provider, name = agent.model.split("/", 1)
+    return LLMConfig(
+        model=name, model_endpoint_type=provider, context_window=agent.context_window_limit or 32_000, handle=agent.model
+    ).model_dump()

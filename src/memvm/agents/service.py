@@ -1,0 +1,205 @@
+"""Agent lifecycle and block attachment. Every prompt-affecting change recompiles the stored
+system prompt in the same transaction."""
+
+from collections.abc import Sequence
+from importlib.resources import files
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.agents import repository
+from memvm.agents.compile import attached_blocks, preview_prompt, recompile_agents
+from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.blocks import service as blocks
+from memvm.db.conflicts import flush_or_conflict
+from memvm.db.pagination import PageRequest, fetch_page
+from memvm.errors import Conflict, InvalidInput, NotFound
+from memvm.ids import new_id
+from memvm.memory.compiler import RenderMode
+from memvm.orm import Agent, AgentBlock, Block
+
+DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
+_LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
+_SIMPLE_FIELDS = (
+    "name", "description", "system", "tags", "model", "embedding", "embedding_config", "context_window_limit", "timezone",
+)
+_PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
+
+
+async def create_agent(session: AsyncSession, data: AgentCreate) -> Agent:
+    """Create the agent with its new and existing blocks; fails whole on any bad block."""
+    existing = await _locked_blocks(session, data.block_ids)
+    _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
+    agent_id = new_id("agent")
+    agent = Agent(
+        id=agent_id,
+        name=data.name or f"agent_{agent_id[6:14]}",
+        description=data.description,
+        agent_type=data.agent_type,
+        system=data.system if data.system is not None else DEFAULT_SYSTEM_PROMPT,
+        memory_render_mode=(data.memory_render_mode or RenderMode.STANDARD).value,
+        tags=data.tags or [],
+        metadata_=data.metadata or {},
+        model=data.model,
+        embedding=data.embedding,
+        llm_config=data.llm_config.model_dump() if data.llm_config else None,
+        embedding_config=data.embedding_config,
+        context_window_limit=data.context_window_limit,
+        timezone=data.timezone or "UTC",
+    )
+    session.add(agent)
+    created = await blocks.create_blocks(session, data.memory_blocks)
+    for block in [*created, *existing]:
+        session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
+        await session.flush()  # one at a time: `position` keeps the order given
+    await recompile_agents(session, [agent.id])
+    return agent
+
+
+async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent:
+    agent = await repository.get(session, agent_id, lock=lock)
+    if agent is None:
+        raise NotFound(f"Agent {agent_id!r} not found.")
+    return agent
+
+
+async def list_agents(
+    session: AsyncSession,
+    page: PageRequest,
+    *,
+    name: str | None = None,
+    query_text: str | None = None,
+    tags: Sequence[str] = (),
+    match_all_tags: bool = False,
+) -> list[Agent]:
+    query = repository.list_query(name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags)
+    return await fetch_page(session, query, Agent, page)
+
+
+async def agents_of_block(session: AsyncSession, block_id: str, page: PageRequest) -> list[Agent]:
+    await blocks.get_block(session, block_id)
+    return await fetch_page(session, repository.agents_of_block_query(block_id), Agent, page)
+
+
+async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate) -> Agent:
+    changes = update.model_dump(exclude_unset=True, exclude_none=True)
+    new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
+    agent = await get_agent(session, agent_id, lock=True)
+    for field in _SIMPLE_FIELDS:
+        if field in changes:
+            setattr(agent, field, changes[field])
+    if "metadata" in changes:
+        agent.metadata_ = changes["metadata"]
+    if "llm_config" in changes:
+        agent.llm_config = update.llm_config.model_dump()
+    if "memory_render_mode" in changes:
+        agent.memory_render_mode = update.memory_render_mode.value
+    if new_blocks is not None:
+        await _replace_blocks(session, agent, new_blocks)
+    await session.flush()
+    if new_blocks is not None or _PROMPT_FIELDS & changes.keys():
+        await recompile_agents(session, [agent.id])
+    return agent
+
+
+async def delete_agent(session: AsyncSession, agent_id: str) -> None:
+    """Delete the agent; its blocks survive (they may be shared) and stay listed under /v1/blocks."""
+    agent = await get_agent(session, agent_id, lock=True)
+    await session.delete(agent)
+    await session.flush()
+
+
+async def agent_blocks(session: AsyncSession, agent_id: str) -> list[Block]:
+    await get_agent(session, agent_id)
+    return (await attached_blocks(session, [agent_id]))[agent_id]
+
+
+async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block:
+    await get_agent(session, agent_id)
+    block = await repository.block_by_label(session, agent_id, label)
+    if block is None:
+        labels = ", ".join(sorted(await repository.labels_of(session, agent_id))) or "none"
+        raise NotFound(f"No block with label {label!r} found for agent {agent_id!r} (its labels: {labels}).")
+    return block
+
+
+async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
+    """Attach an existing block; idempotent. A label clash is a Conflict that names both blocks."""
+    [block] = await _locked_blocks(session, [block_id])
+    agent = await get_agent(session, agent_id, lock=True)
+    if await repository.attachment(session, agent_id, block_id) is not None:
+        return agent
+    holder = await repository.block_by_label(session, agent_id, block.label)
+    if holder is not None:
+        raise _label_clash(agent_id, block, holder)
+    session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
+    await flush_or_conflict(session, _LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}.")
+    await recompile_agents(session, [agent_id])
+    return agent
+
+
+async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
+    """Detach a block from the agent; the block itself survives."""
+    agent = await get_agent(session, agent_id, lock=True)
+    link = await repository.attachment(session, agent_id, block_id)
+    if link is None:
+        raise NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")
+    await session.delete(link)
+    await session.flush()
+    await recompile_agents(session, [agent_id])
+    return agent
+
+
+async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: bool, dry_run: bool) -> str:
+    agent = await get_agent(session, agent_id, lock=not dry_run)
+    if dry_run:
+        return await preview_prompt(session, agent, keep_timestamp=not update_timestamp)
+    await recompile_agents(session, [agent_id], keep_timestamp=not update_timestamp)
+    return agent.compiled_system
+
+
+async def _locked_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
+    """The blocks, in the order given, locked against delete/relabel; NotFound names the missing ones."""
+    if len(set(block_ids)) != len(block_ids):
+        raise InvalidInput("block_ids lists a block more than once; list each block once.")
+    found = {block.id: block for block in await repository.lock_blocks(session, block_ids)}
+    missing = [block_id for block_id in block_ids if block_id not in found]
+    if missing:
+        raise NotFound(f"Blocks not found: {', '.join(missing)}.")
+    return [found[block_id] for block_id in block_ids]
+
+
+def _check_unique_labels(labels: Sequence[str]) -> None:
+    seen: set[str] = set()
+    for label in labels:
+        if label in seen:
+            raise Conflict(
+                f"Two blocks share the label {label!r}; an agent's labels must be unique. "
+                "Rename one of them or drop it from the request."
+            )
+        seen.add(label)
+
+
+async def _replace_blocks(session: AsyncSession, agent: Agent, new_blocks: Sequence[Block]) -> None:
+    _check_unique_labels([block.label for block in new_blocks])
+    keep = [block.id for block in new_blocks]
+    await repository.detach_all_except(session, agent.id, keep)
+    for block in new_blocks:
+        if await repository.attachment(session, agent.id, block.id) is None:
+            session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
+            await flush_or_conflict(session, _LABEL_CONSTRAINT, f"Agent {agent.id!r} already has a block labelled {block.label!r}.")
+
+
+def _label_clash(agent_id: str, block: Block, holder: Block) -> Conflict:
+    return Conflict(
+        f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder.id}); cannot attach {block.id}. "
+        "Detach that block first or rename one of them."
+    )
+
+
+async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: set[str] | None) -> list[AgentRead]:
+    """API views of `agents`. `include=None` means everything; otherwise only the named
+    relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients."""
+    with_blocks = include is None or "agent.blocks" in include
+    blocks_of = await attached_blocks(session, [agent.id for agent in agents]) if with_blocks else {}
+    show_tags = include is None or "agent.tags" in include
+    return [AgentRead.of(agent, blocks_of.get(agent.id), show_tags=show_tags) for agent in agents]

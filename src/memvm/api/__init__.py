@@ -1,0 +1,1 @@
+"""HTTP layer: thin routers that parse, call one service inside one transaction, and shape the reply."""

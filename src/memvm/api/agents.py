@@ -1,0 +1,72 @@
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+
+from memvm.agents import service
+from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
+from memvm.db.pagination import PageRequest
+
+router = APIRouter(prefix="/v1/agents", tags=["agents"])
+IncludeParam = Annotated[list[str] | None, Query(description="Relations to include, e.g. agent.blocks, agent.tags.")]
+
+
+@router.post("/", response_model=AgentRead)
+async def create_agent(body: AgentCreate, tx: TransactionDep) -> AgentRead:
+    """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
+    async with tx() as session:
+        agent = await service.create_agent(session, body)
+        [view] = await service.describe(session, [agent], include=None)
+    return view
+
+
+@router.get("/", response_model=list[AgentRead])
+async def list_agents(
+    request: Request,
+    tx: TransactionDep,
+    page: Annotated[PageRequest, Depends(page_params(50, "desc"))],
+    name: str | None = None,
+    query_text: str | None = Query(None, description="Case-insensitive substring of the name."),
+    tags: Annotated[list[str] | None, Query()] = None,
+    match_all_tags: bool = False,
+    include: IncludeParam = None,
+) -> list[AgentRead]:
+    """List agents, newest first by default; filter by name or tags; page with before/after."""
+    async with tx() as session:
+        agents = await service.list_agents(
+            session, page, name=name, query_text=query_text, tags=tags or (), match_all_tags=match_all_tags
+        )
+        return await service.describe(session, agents, include=included_relations(request, include))
+
+
+@router.get("/{agent_id}", response_model=AgentRead)
+async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep, include: IncludeParam = None) -> AgentRead:
+    """Get one agent; `include` selects relations as the Letta SDK sends it."""
+    async with tx() as session:
+        agent = await service.get_agent(session, agent_id)
+        [view] = await service.describe(session, [agent], include=included_relations(request, include))
+    return view
+
+
+@router.patch("/{agent_id}", response_model=AgentRead)
+async def update_agent(agent_id: AgentId, body: AgentUpdate, tx: TransactionDep) -> AgentRead:
+    """Change an agent; `block_ids` replaces its blocks. Prompt-affecting changes recompile the prompt."""
+    async with tx() as session:
+        agent = await service.update_agent(session, agent_id, body)
+        [view] = await service.describe(session, [agent], include=None)
+    return view
+
+
+@router.delete("/{agent_id}")
+async def delete_agent(agent_id: AgentId, tx: TransactionDep) -> dict[str, Any]:
+    """Delete an agent. Its blocks remain (they may be shared)."""
+    async with tx() as session:
+        await service.delete_agent(session, agent_id)
+    return {"message": f"Agent id={agent_id} successfully deleted"}
+
+
+@router.post("/{agent_id}/recompile", response_model=str)
+async def recompile(agent_id: AgentId, tx: TransactionDep, update_timestamp: bool = False, dry_run: bool = False) -> str:
+    """Recompile and return the agent's system prompt; `dry_run` computes it without storing."""
+    async with tx() as session:
+        return await service.recompile(session, agent_id, update_timestamp=update_timestamp, dry_run=dry_run)

@@ -1,0 +1,62 @@
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
+
+from memvm.agents import service as agents
+from memvm.agents.schemas import AgentRead
+from memvm.api.deps import AgentId, BlockId, IfMatchDep, TransactionDep, etag, page_params
+from memvm.blocks import service as blocks
+from memvm.blocks.schemas import BlockRead, BlockUpdate
+from memvm.db.pagination import PageRequest, page_of
+
+router = APIRouter(prefix="/v1/agents/{agent_id}/core-memory", tags=["core memory"])
+
+
+@router.get("/blocks", response_model=list[BlockRead])
+async def list_agent_blocks(
+    agent_id: AgentId, tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(100, "asc"))]
+) -> list[BlockRead]:
+    """The agent's blocks; `order=asc` (the default) is prompt (attachment) order."""
+    async with tx() as session:
+        attached = await agents.agent_blocks(session, agent_id)
+    return [BlockRead.of(block) for block in page_of(attached, page)]
+
+
+@router.get("/blocks/{block_label:path}", response_model=BlockRead)
+async def retrieve_agent_block(agent_id: AgentId, block_label: str, tx: TransactionDep, response: Response) -> BlockRead:
+    """One of the agent's blocks, by label; the ETag carries its version."""
+    async with tx() as session:
+        block = BlockRead.of(await agents.block_by_label(session, agent_id, block_label))
+    response.headers["ETag"] = etag(block.version)
+    return block
+
+
+@router.patch("/blocks/attach/{block_id}", response_model=AgentRead)
+async def attach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep) -> AgentRead:
+    """Attach an existing block (idempotent); a label the agent already uses is a 409."""
+    async with tx() as session:
+        agent = await agents.attach_block(session, agent_id, block_id)
+        [view] = await agents.describe(session, [agent], include=None)
+    return view
+
+
+@router.patch("/blocks/detach/{block_id}", response_model=AgentRead)
+async def detach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep) -> AgentRead:
+    """Detach a block from the agent; the block itself is kept."""
+    async with tx() as session:
+        agent = await agents.detach_block(session, agent_id, block_id)
+        [view] = await agents.describe(session, [agent], include=None)
+    return view
+
+
+@router.patch("/blocks/{block_label:path}", response_model=BlockRead)
+async def update_agent_block(
+    agent_id: AgentId, block_label: str, body: BlockUpdate, tx: TransactionDep, if_match: IfMatchDep, response: Response
+) -> BlockRead:
+    """Edit the agent's block by label; every agent sharing the block is recompiled. Honors If-Match."""
+    async with tx() as session:
+        block = await agents.block_by_label(session, agent_id, block_label)
+        block = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match))
+    response.headers["ETag"] = etag(block.version)
+    return block

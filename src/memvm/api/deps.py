@@ -1,0 +1,63 @@
+"""Shared request dependencies: the unit of work, id path parameters, If-Match, pagination."""
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from functools import partial
+from typing import Annotated, Literal
+
+from fastapi import Depends, Header, Path, Query, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.db.pagination import PageRequest
+from memvm.db.uow import transaction
+from memvm.errors import InvalidInput
+from memvm.ids import id_pattern
+
+Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
+
+
+def _transaction(request: Request) -> Transaction:
+    return partial(transaction, request.app.state.sessionmaker)
+
+
+# `async with tx() as session:` — one transaction, committed before the response is built.
+TransactionDep = Annotated[Transaction, Depends(_transaction)]
+AgentId = Annotated[str, Path(pattern=id_pattern("agent"), description="agent-<uuid4>")]
+BlockId = Annotated[str, Path(pattern=id_pattern("block"), description="block-<uuid4>")]
+
+
+def _if_match(if_match: Annotated[str | None, Header(description='Expected block version, e.g. "3"')] = None) -> int | None:
+    if if_match is None or if_match.strip() == "*":
+        return None
+    token = if_match.strip().removeprefix("W/").strip('"')
+    if not token.isdigit():
+        raise InvalidInput(f'If-Match must be a block version or the ETag this server sent, e.g. "3" (got {if_match!r}).')
+    return int(token)
+
+
+IfMatchDep = Annotated[int | None, Depends(_if_match)]
+
+
+def page_params(default_limit: int, default_order: Literal["asc", "desc"]) -> Callable[..., PageRequest]:
+    def dependency(
+        before: str | None = Query(None, description="Return items before this id (in listing order)."),
+        after: str | None = Query(None, description="Return items after this id (in listing order)."),
+        limit: int = Query(default_limit, ge=1, le=1000),
+        order: Literal["asc", "desc"] = Query(default_order, description="By creation time."),
+    ) -> PageRequest:
+        return PageRequest(limit=limit, order=order, before=before, after=after)
+
+    return dependency
+
+
+def included_relations(request: Request, include: list[str] | None) -> set[str] | None:
+    """Letta semantics: v1 SDK clients (they send X-Stainless-Package-Version) get only the
+    relations they ask for via include[]; other clients get everything unless they ask."""
+    names = {name for value in include or () for name in value.split(",") if name}
+    if names:
+        return names
+    return set() if "x-stainless-package-version" in request.headers else None
+
+
+def etag(version: int) -> str:
+    return f'"{version}"'

@@ -1,0 +1,50 @@
+"""The one table from domain errors to HTTP, and the handlers that produce {"detail": "..."}."""
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from memvm.errors import Conflict, DomainError, InvalidInput, NotFound, PreconditionFailed
+
+log = logging.getLogger(__name__)
+
+STATUS_OF = {
+    NotFound: 404,
+    Conflict: 409,
+    InvalidInput: 400,
+    PreconditionFailed: 412,
+}
+# The Letta SDK retries 409s by default; these will fail the same way again.
+_NO_RETRY = {"x-should-retry": "false"}
+
+
+def install(app: FastAPI) -> None:
+    app.add_exception_handler(DomainError, _domain_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(Exception, _unexpected_error)
+
+
+async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
+    status = next(code for cls, code in STATUS_OF.items() if isinstance(error, cls))
+    return JSONResponse({"detail": error.message}, status_code=status, headers=_NO_RETRY)
+
+
+async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
+    detail = "; ".join(_describe(item) for item in error.errors())
+    return JSONResponse({"detail": f"Invalid request: {detail}"}, status_code=422, headers=_NO_RETRY)
+
+
+async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
+    log.exception("unhandled error on %s %s", request.method, request.url.path)
+    return JSONResponse({"detail": "Internal server error; the server log has the details."}, status_code=500)
+
+
+def _describe(item: dict) -> str:
+    where = ".".join(str(part) for part in item.get("loc", ()))
+    pattern = (item.get("ctx") or {}).get("pattern", "")
+    if item.get("type") == "string_pattern_mismatch" and pattern.startswith("^") and "-[0-9a-f]{8}" in pattern:
+        prefix = pattern[1 : pattern.index("-[0-9a-f]{8}")]
+        return f"{where}: {item.get('input')!r} is not a valid id; expected '{prefix}-<uuid4>', e.g. '{prefix}-3f2b…'"
+    return f"{where}: {item.get('msg')}"

@@ -1,0 +1,1 @@
+"""Core-memory blocks: schemas, SQL, and the single write path."""

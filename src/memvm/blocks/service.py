@@ -1,0 +1,152 @@
+"""The single write path for blocks: REST handlers (and later the agent's tools) all come here.
+
+Every write locks the block row, checks the expected version, enforces label and limit rules,
+bumps `version`, records a BlockChange, and recompiles every agent the change affects — all in
+the caller's transaction.
+"""
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.actors import API_ACTOR, Actor
+from memvm.agents.compile import recompile_agents
+from memvm.blocks import repository
+from memvm.blocks.schemas import BlockCreate, BlockUpdate
+from memvm.db.conflicts import flush_or_conflict
+from memvm.db.pagination import PageRequest, fetch_page
+from memvm.errors import Conflict, NotFound, PreconditionFailed
+from memvm.ids import new_id
+from memvm.memory import rules
+from memvm.orm import Block
+
+# Changing any of these changes what the agent sees in its prompt.
+PROMPT_FIELDS = frozenset({"label", "value", "char_limit", "description", "read_only"})
+_COLUMN_OF_FIELD = {"limit": "char_limit", "metadata": "metadata_"}
+
+
+def new_block(data: BlockCreate) -> Block:
+    """A validated, not yet stored Block."""
+    label = rules.check_label(data.label)
+    value = rules.clean_value(data.value)
+    rules.check_fits(label, value, rules.check_limit(data.limit))
+    return Block(
+        id=new_id("block"),
+        label=label,
+        value=value,
+        char_limit=data.limit,
+        description=rules.default_description(label, data.description),
+        read_only=data.read_only,
+        hidden=data.hidden,
+        metadata_=data.metadata,
+        tags=data.tags,
+        version=1,
+    )
+
+
+async def create_blocks(session: AsyncSession, specs: Sequence[BlockCreate], *, actor: Actor = API_ACTOR) -> list[Block]:
+    """Validate every spec first, so one bad block stores none."""
+    created = [new_block(spec) for spec in specs]
+    session.add_all(created)
+    await session.flush()
+    for block in created:
+        repository.record_change(session, block, change="create", actor=actor)
+    return created
+
+
+async def get_block(session: AsyncSession, block_id: str) -> Block:
+    block = await repository.get(session, block_id)
+    if block is None:
+        raise NotFound(f"Block {block_id!r} not found.")
+    return block
+
+
+async def list_blocks(
+    session: AsyncSession,
+    page: PageRequest,
+    *,
+    label: str | None = None,
+    tags: Sequence[str] = (),
+    match_all_tags: bool = False,
+    value_search: str | None = None,
+) -> list[Block]:
+    query = repository.list_query(label=label, tags=tags, match_all_tags=match_all_tags, value_search=value_search)
+    return await fetch_page(session, query, Block, page)
+
+
+async def update_block(
+    session: AsyncSession,
+    block_id: str,
+    update: BlockUpdate,
+    *,
+    if_match: int | None = None,
+    actor: Actor = API_ACTOR,
+) -> Block:
+    """Apply `update` under the block's row lock. Raises PreconditionFailed if `if_match` is not
+    the current version, InvalidInput if the result breaks a rule, Conflict on a label clash."""
+    block = await repository.get(session, block_id, lock=True)
+    if block is None:
+        raise NotFound(f"Block {block_id!r} not found.")
+    check_version(block, if_match)
+    changes = _validated_changes(block, update.changes())
+    if not changes:
+        return block
+    agent_ids = await repository.attached_agent_ids(session, block.id)
+    if "label" in changes:
+        await _check_label_free(session, agent_ids, changes["label"])
+    for column, value in changes.items():
+        setattr(block, column, value)
+    block.version += 1
+    clash = f"Label {block.label!r} is already used by another block of an agent this block is attached to."
+    await flush_or_conflict(session, "uq_agent_block_agent_id_label", clash)
+    repository.record_change(session, block, change="update", actor=actor)
+    if PROMPT_FIELDS & changes.keys():
+        await recompile_agents(session, agent_ids)
+    return block
+
+
+async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor = API_ACTOR) -> None:
+    """Delete the block everywhere; every agent it was attached to is recompiled without it."""
+    block = await repository.get(session, block_id, lock=True)
+    if block is None:
+        raise NotFound(f"Block {block_id!r} not found.")
+    agent_ids = await repository.attached_agent_ids(session, block.id)
+    repository.record_change(session, block, change="delete", actor=actor)
+    await session.delete(block)
+    await session.flush()
+    await recompile_agents(session, agent_ids)
+
+
+def check_version(block: Block, if_match: int | None) -> None:
+    if if_match is not None and if_match != block.version:
+        raise PreconditionFailed(
+            f"Block {block.id!r} is at version {block.version}, but If-Match expected version {if_match}. "
+            "Someone changed it since you read it: re-read the block and retry with its current version."
+        )
+
+
+def _validated_changes(block: Block, requested: dict[str, Any]) -> dict[str, Any]:
+    """Map API fields to columns, check the rules on the resulting block, drop no-op fields."""
+    changes = {_COLUMN_OF_FIELD.get(field, field): value for field, value in requested.items()}
+    if "label" in changes:
+        rules.check_label(changes["label"])
+    if "value" in changes:
+        changes["value"] = rules.clean_value(changes["value"])
+    label = changes.get("label", block.label)
+    value = changes.get("value", block.value)
+    limit = rules.check_limit(changes.get("char_limit", block.char_limit))
+    if "value" in changes:
+        rules.check_fits(label, value, limit)
+    else:
+        rules.check_limit_holds_value(label, value, limit)
+    return {column: new for column, new in changes.items() if getattr(block, column) != new}
+
+
+async def _check_label_free(session: AsyncSession, agent_ids: Sequence[str], label: str) -> None:
+    clashing = await repository.agents_with_label(session, agent_ids, label)
+    if clashing:
+        raise Conflict(
+            f"Cannot rename block to {label!r}: agent {clashing[0]!r} already has a block with that label. "
+            "Labels must be unique per agent; pick another label or detach the other block first."
+        )

@@ -1,0 +1,40 @@
+"""Settings: the one place memvm reads its environment (prefix MEMVM_)."""
+
+from pathlib import Path
+
+from platformdirs import user_data_dir
+from pydantic import Field, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    return Path(user_data_dir("memvm", appauthor=False))
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="MEMVM_", extra="ignore")
+
+    host: str = "127.0.0.1"
+    port: int = Field(8283, ge=1, le=65535)
+    # Unset → an embedded PostgreSQL+pgvector under data_dir/pg is started.
+    database_url: str | None = None
+    data_dir: Path = Field(default_factory=default_data_dir)
+    db_pool_size: int = Field(10, ge=1)
+    db_max_overflow: int = Field(10, ge=0)
+    log_level: str = "info"
+    migrate_on_start: bool = True
+
+    @field_validator("database_url")
+    @classmethod
+    def _require_asyncpg(cls, url: str | None) -> str | None:
+        if url is None or url == "":
+            return None
+        if url.startswith(("postgresql://", "postgres://")):
+            return "postgresql+asyncpg://" + url.split("://", 1)[1]
+        if not url.startswith("postgresql+asyncpg://"):
+            raise ValueError("MEMVM_DATABASE_URL must be a PostgreSQL URL, e.g. postgresql+asyncpg://user:pass@host:5432/db")
+        return url
+
+    @property
+    def embedded_pg_dir(self) -> Path:
+        return self.data_dir / "pg"

@@ -1,0 +1,1 @@
+"""Database plumbing: engine, transactions, embedded server, migrations."""

@@ -1,0 +1,61 @@
+"""Alembic migrations run programmatically on an open connection (the schema's only source)."""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Connection, text
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+# src/memvm/db/migrate.py → repository root; the project is installed in place (pip install -e).
+MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
+# Serializes replicas that start together so only one runs the migrations.
+_MIGRATION_LOCK_KEY = 0x6D656D766D  # "memvm"
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    current: str | None
+    target: str
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.current == self.target
+
+
+def alembic_config() -> Config:
+    if not (MIGRATIONS_DIR / "env.py").is_file():
+        raise RuntimeError(f"migrations not found at {MIGRATIONS_DIR}; install memvm from its source tree (pip install -e .)")
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return config
+
+
+def _plan(connection: Connection) -> MigrationPlan:
+    current = MigrationContext.configure(connection).get_current_revision()
+    target = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return MigrationPlan(current=current, target=target)
+
+
+def _upgrade(connection: Connection) -> MigrationPlan:
+    connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK_KEY})
+    plan = _plan(connection)
+    if not plan.up_to_date:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, "head")
+    return plan
+
+
+async def migration_plan(engine: AsyncEngine) -> MigrationPlan:
+    async with engine.connect() as connection:
+        return await connection.run_sync(_plan)
+
+
+async def upgrade_to_head(engine: AsyncEngine) -> MigrationPlan:
+    """Upgrade to head in one transaction; returns the plan that was carried out."""
+    async with engine.begin() as connection:
+        return await connection.run_sync(_upgrade)

@@ -1,0 +1,1 @@
+"""Pure memory core: block rules, prompt compiler, memory metadata. No I/O."""

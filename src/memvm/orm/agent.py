@@ -1,0 +1,58 @@
+"""Agents and their block attachments."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, DateTime, ForeignKey, ForeignKeyConstraint, Identity, Index, Integer, String, Text, UniqueConstraint, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memvm.db.base import Base, Timestamps
+
+
+class Agent(Timestamps, Base):
+    __tablename__ = "agent"
+    __table_args__ = (
+        Index("ix_agent_tags", "tags", postgresql_using="gin"),
+        Index("ix_agent_created_at_id", "created_at", "id"),
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    agent_type: Mapped[str] = mapped_column(String)
+    system: Mapped[str] = mapped_column(Text)  # the template; memory is compiled into `compiled_system`
+    memory_render_mode: Mapped[str] = mapped_column(String)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
+    model: Mapped[str | None] = mapped_column(Text)
+    embedding: Mapped[str | None] = mapped_column(Text)
+    llm_config: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    embedding_config: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    context_window_limit: Mapped[int | None] = mapped_column(Integer)
+    timezone: Mapped[str] = mapped_column(String)
+    compiled_system: Mapped[str] = mapped_column(Text, default="")
+    system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class AgentBlock(Base):
+    """A block attached to an agent. `label` mirrors the block's label (kept in step by the
+    composite FK's ON UPDATE CASCADE) so the database enforces one label per agent."""
+
+    __tablename__ = "agent_block"
+    __table_args__ = (
+        UniqueConstraint("agent_id", "label", name="uq_agent_block_agent_id_label"),
+        ForeignKeyConstraint(
+            ["block_id", "label"],
+            ["block.id", "block.label"],
+            name="fk_agent_block_block",
+            ondelete="CASCADE",
+            onupdate="CASCADE",
+        ),
+    )
+
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    block_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)
+    label: Mapped[str] = mapped_column(Text)
+    # Attachment order: blocks render in the order they were attached.
+    position: Mapped[int] = mapped_column(BigInteger, Identity())

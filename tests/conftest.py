@@ -1,0 +1,74 @@
+"""Test fixtures: one embedded PostgreSQL per test session, a migrated template database,
+and a fresh database cloned from it for every test that needs one (full isolation, including
+tests that use several connections at once)."""
+
+import itertools
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import pytest
+
+from memvm.config import Settings
+from memvm.db.database import DatabaseTarget
+from memvm.db.embedded import start_embedded_postgres
+from memvm.db.engine import build_engine
+from memvm.db.migrate import upgrade_to_head
+from memvm.main import create_app
+from tests.pg import asyncpg_dsn, with_database
+
+TEMPLATE_DB = "memvm_template"
+_database_numbers = itertools.count(1)
+
+
+@pytest.fixture(scope="session")
+def server_url() -> str:
+    """asyncpg URL of the session's embedded server (its `postgres` database). Its data dir is
+    outside pytest's private temp tree, which the server's own system user could not enter."""
+    return start_embedded_postgres(Path(tempfile.mkdtemp(prefix="memvm-test-pg-")), keep_data=False)
+
+
+@pytest.fixture(scope="session")
+async def template_url(server_url: str) -> str:
+    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
+    await admin.execute(f"CREATE DATABASE {TEMPLATE_DB}")
+    await admin.close()
+    url = with_database(server_url, TEMPLATE_DB)
+    engine = build_engine(url, Settings())
+    await upgrade_to_head(engine)
+    await engine.dispose()
+    return url
+
+
+@pytest.fixture
+async def database_url(server_url: str, template_url: str) -> str:
+    """A fresh, migrated database for this test alone."""
+    name = f"test_{next(_database_numbers)}"
+    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
+    await admin.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
+    await admin.close()
+    return with_database(server_url, name)
+
+
+@pytest.fixture
+def settings(database_url: str) -> Settings:
+    return Settings(database_url=database_url, migrate_on_start=False)
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test") as http:
+            yield http
+
+
+@pytest.fixture
+async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
+    """A raw connection to the test's database, for asserting on rows directly."""
+    connection = await asyncpg.connect(**asyncpg_dsn(database_url))
+    yield connection
+    await connection.close()

@@ -1,0 +1,309 @@
+"""End-to-end: the real `memvm` process (console script), spoken to over loopback TCP.
+
+Every wait is bounded, every started process is stopped in a `finally` (SIGINT, then SIGKILL),
+and each server's combined stdout+stderr goes to a file so failures can show it.
+"""
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import psutil
+import pytest
+from alembic.script import ScriptDirectory
+
+from memvm import __version__
+from memvm.db.migrate import alembic_config
+from tests.pg import asyncpg_dsn, with_database
+
+HEALTH_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+CLI_TIMEOUT = 60.0
+
+
+def memvm_command(*args: str) -> list[str]:
+    """The installed `memvm` console script next to this interpreter, else `python -m memvm.cli`."""
+    script = Path(sys.executable).with_name("memvm")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), *args]
+    return [sys.executable, "-m", "memvm.cli", *args]
+
+
+def child_env(**memvm_settings: str) -> dict[str, str]:
+    """This environment without any MEMVM_* variable, plus the given ones."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(memvm_settings)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    def __init__(self, process: subprocess.Popen, log_path: Path, base_url: str) -> None:
+        self.process = process
+        self.log_path = log_path
+        self.base_url = base_url
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def first_line(self) -> str:
+        lines = self.log().splitlines()
+        return lines[0] if lines else ""
+
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"memvm serve exited early with code {self.process.returncode}; log:\n{self.log()}")
+            try:
+                response = httpx.get(f"{self.base_url}/v1/health/", timeout=2.0)
+                if response.status_code == 200:
+                    assert response.json() == {"version": __version__, "status": "ok"}
+                    return
+                last_error = RuntimeError(f"health answered {response.status_code}: {response.text}")
+            except httpx.TransportError as error:
+                last_error = error
+            time.sleep(0.1)
+        pytest.fail(f"memvm serve not healthy after {HEALTH_TIMEOUT:.0f}s ({last_error!r}); log:\n{self.log()}")
+
+    def interrupt(self, signum: signal.Signals = signal.SIGINT) -> int:
+        """Send `signum` (SIGINT is Ctrl-C; SIGTERM is what docker and systemd send) and return
+        the exit code; fails if it takes longer than STOP_TIMEOUT."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"memvm serve still running {STOP_TIMEOUT:.0f}s after {signum.name}; log:\n{self.log()}")
+
+
+@contextlib.contextmanager
+def serve(log_path: Path, env: dict[str, str], *args: str, port: int) -> Iterator[Served]:
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            memvm_command("serve", *args),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C on pytest must not also reach the server directly
+        )
+    served = Served(process, log_path, f"http://127.0.0.1:{port}")
+    try:
+        served.wait_healthy()
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT)
+
+
+def run_cli(*commands: tuple[str, ...]) -> list[tuple[int, str]]:
+    """Run several `memvm` invocations concurrently (each pays ~1.5 s of imports); (exit code, output) each."""
+    processes = [
+        subprocess.Popen(
+            memvm_command(*args),
+            env=child_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for args in commands
+    ]
+    results = []
+    try:
+        for process in processes:
+            output, _ = process.communicate(timeout=CLI_TIMEOUT)
+            results.append((process.returncode, output))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT)
+    return results
+
+
+def create_agent(http: httpx.Client, name: str) -> dict:
+    response = http.post(
+        "/v1/agents/",
+        json={"name": name, "memory_blocks": [{"label": "human", "value": "Name: Bob"}]},
+    )
+    assert response.status_code == 200, response.text
+    agent = response.json()
+    assert agent["id"].startswith("agent-")
+    return agent
+
+
+def test_serve_with_database_url_logs_it_first_and_serves(database_url: str, tmp_path: Path) -> None:
+    port = free_port()
+    env = child_env(MEMVM_DATABASE_URL=database_url)
+    with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
+        first = served.first_line()
+        assert "external PostgreSQL" in first, served.log()
+        assert "embedded" not in first
+
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            agent = create_agent(http, "e2e-external")
+            blocks = f"/v1/agents/{agent['id']}/core-memory/blocks"
+
+            block = http.get(f"{blocks}/human")
+            assert block.status_code == 200, block.text
+            assert block.json()["value"] == "Name: Bob"
+            assert block.json()["label"] == "human"
+
+            patched = http.patch(f"{blocks}/human", json={"value": "Name: Bob Smith"})
+            assert patched.status_code == 200, patched.text
+            assert patched.json()["value"] == "Name: Bob Smith"
+
+            prompt = http.post(f"/v1/agents/{agent['id']}/recompile")
+            assert prompt.status_code == 200, prompt.text
+            text = prompt.json()
+            assert isinstance(text, str)
+            assert "Name: Bob Smith" in text
+            assert "chars_current=15" in text
+
+        assert served.interrupt() == 0, served.log()
+    # The lifespan shut down cleanly (no traceback on the way out).
+    assert "Traceback" not in served.log(), served.log()
+
+
+def postmaster_pid(pg_dir: Path) -> int:
+    return int((pg_dir / "postmaster.pid").read_text().splitlines()[0])
+
+
+def assert_postgres_stopped(pg_dir: Path, postmaster: psutil.Process, log: str) -> None:
+    deadline = time.monotonic() + 5.0
+    while (pg_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (pg_dir / "postmaster.pid").exists(), f"embedded PostgreSQL left running; memvm log:\n{log}"
+    try:
+        postmaster.wait(timeout=max(0.1, deadline - time.monotonic()))
+    except psutil.TimeoutExpired:
+        pass
+    # is_running() also compares the creation time, so a reused pid does not count.
+    assert not postmaster.is_running(), f"postmaster pid {postmaster.pid} still running; memvm log:\n{log}"
+
+
+def test_serve_embedded_default_starts_stops_and_reuses_data(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    pg_dir = data_dir / "pg"
+    port = free_port()
+    env = child_env(MEMVM_DATA_DIR=str(data_dir), MEMVM_PORT=str(port))
+    assert "MEMVM_DATABASE_URL" not in env
+
+    # First run: initdb, start, migrate, create an agent.
+    with serve(tmp_path / "serve-1.log", env, port=port) as served:
+        first = served.first_line()
+        assert "embedded PostgreSQL" in first, served.log()
+        assert str(pg_dir) in first, served.log()
+        postmaster = psutil.Process(postmaster_pid(pg_dir))
+        assert postmaster.is_running()
+
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            agent = create_agent(http, "e2e-embedded")
+
+        assert served.interrupt() == 0, served.log()
+        assert_postgres_stopped(pg_dir, postmaster, served.log())
+
+    # Second run on the same data dir (and a fresh port): a new postmaster, the same data.
+    port = free_port()
+    env["MEMVM_PORT"] = str(port)
+    with serve(tmp_path / "serve-2.log", env, port=port) as served:
+        assert "embedded PostgreSQL" in served.first_line(), served.log()
+        second_postmaster = psutil.Process(postmaster_pid(pg_dir))
+        assert second_postmaster.pid != postmaster.pid or second_postmaster.create_time() != postmaster.create_time()
+
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            again = http.get(f"/v1/agents/{agent['id']}")
+            assert again.status_code == 200, again.text
+            assert again.json()["id"] == agent["id"]
+            assert again.json()["name"] == "e2e-embedded"
+            block = http.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")
+            assert block.status_code == 200, block.text
+            assert block.json()["value"] == "Name: Bob"
+
+        assert served.interrupt(signal.SIGTERM) == 0, served.log()
+        assert_postgres_stopped(pg_dir, second_postmaster, served.log())
+
+
+def test_cli_help_lists_commands() -> None:
+    (top_code, top), (db_code, db), (version_code, version) = run_cli(("--help",), ("db", "--help"), ("version",))
+
+    assert top_code == 0, top
+    commands = top.split("commands:", 1)[-1]
+    for command in ("serve", "db", "version"):
+        assert f"    {command} " in commands, top
+
+    assert db_code == 0, db
+    assert "upgrade" in db.split("db commands:", 1)[-1], db
+
+    assert version_code == 0, version
+    assert version.strip() == f"memvm {__version__}"
+
+
+async def run_cli_async(*args: str, env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        *memvm_command(*args),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), timeout=CLI_TIMEOUT)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    return process.returncode, output.decode(errors="replace")
+
+
+async def test_db_upgrade_prints_plan(server_url: str) -> None:
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    assert head
+    name = f"e2e_upgrade_{uuid.uuid4().hex[:12]}"
+    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
+    try:
+        await admin.execute(f"CREATE DATABASE {name}")
+    finally:
+        await admin.close()
+    env = child_env(MEMVM_DATABASE_URL=with_database(server_url, name))
+
+    code, output = await run_cli_async("db", "upgrade", env=env)
+    assert code == 0, output
+    assert "external PostgreSQL" in output, output
+    assert f"(empty) → {head}" in output, output
+    assert "upgraded" in output, output
+
+    connection = await asyncpg.connect(**asyncpg_dsn(with_database(server_url, name)))
+    try:
+        assert await connection.fetchval("SELECT version_num FROM alembic_version") == head
+    finally:
+        await connection.close()
+
+    code, output = await run_cli_async("db", "upgrade", env=env)
+    assert code == 0, output
+    assert f"{head} → {head}" in output, output
+    assert "already at the latest revision" in output, output
+    assert "upgraded" not in output, output
