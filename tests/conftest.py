@@ -17,6 +17,7 @@ from memvm.db.embedded import start_embedded_postgres
 from memvm.db.engine import build_engine
 from memvm.db.migrate import upgrade_to_head
 from memvm.main import create_app
+from tests.fakes.openai_server import ScriptedLLM
 from tests.pg import asyncpg_dsn, with_database
 
 TEMPLATE_DB = "memvm_template"
@@ -53,8 +54,23 @@ async def database_url(server_url: str, template_url: str) -> str:
 
 
 @pytest.fixture
-def settings(database_url: str) -> Settings:
-    return Settings(database_url=database_url, migrate_on_start=False)
+async def llm() -> AsyncIterator[ScriptedLLM]:
+    """The scripted OpenAI-compatible model every test app talks to."""
+    async with ScriptedLLM() as scripted:
+        yield scripted
+
+
+@pytest.fixture
+def settings(database_url: str, llm: ScriptedLLM) -> Settings:
+    return Settings(
+        database_url=database_url,
+        migrate_on_start=False,
+        openai_base_url=llm.base_url,
+        openai_api_key="test-key",
+        llm_attempts=2,
+        llm_timeout_seconds=5,
+        turn_lock_timeout_seconds=5,
+    )
 
 
 @pytest.fixture

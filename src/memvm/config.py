@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from platformdirs import user_data_dir
-from pydantic import Field, field_validator
+from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -12,17 +12,27 @@ def default_data_dir() -> Path:
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="MEMVM_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="MEMVM_", extra="ignore", populate_by_name=True)
 
     host: str = "127.0.0.1"
     port: int = Field(8283, ge=1, le=65535)
     # Unset → an embedded PostgreSQL+pgvector under data_dir/pg is started.
     database_url: str | None = None
     data_dir: Path = Field(default_factory=default_data_dir)
-    db_pool_size: int = Field(10, ge=1)
-    db_max_overflow: int = Field(10, ge=0)
+    db_pool_size: int = Field(20, ge=1)
+    db_max_overflow: int = Field(20, ge=0)
     log_level: str = "info"
     migrate_on_start: bool = True
+
+    # The model: any OpenAI-compatible endpoint. The SDK's own variables work too.
+    openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("MEMVM_OPENAI_API_KEY", "OPENAI_API_KEY"))
+    openai_base_url: str | None = Field(None, validation_alias=AliasChoices("MEMVM_OPENAI_BASE_URL", "OPENAI_BASE_URL"))
+    default_model: str | None = Field(None, description="Handle used for agents created without model or llm_config.")
+    default_context_window: int = Field(32_768, ge=1024)
+    llm_timeout_seconds: float = Field(60.0, gt=0)
+    llm_attempts: int = Field(3, ge=1, le=10)
+    # A second send to a busy agent waits this long for the running turn, then gets 409.
+    turn_lock_timeout_seconds: float = Field(30.0, ge=0)
 
     @field_validator("database_url")
     @classmethod

@@ -7,11 +7,15 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from memvm import __version__
-from memvm.api import agents, blocks, core_memory, errors, health
+from memvm.api import agents, blocks, core_memory, errors, health, messages, tools
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
-from memvm.db.engine import build_engine, build_sessionmaker
+from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
+from memvm.db.uow import transaction
+from memvm.llm.openai_chat import ChatModelFactory, RetryPolicy
+from memvm.runtime.deps import RuntimeDeps
+from memvm.tools.service import sync_builtin_tools
 
 log = logging.getLogger("memvm")
 
@@ -23,15 +27,22 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         target = database or resolve_database(settings)
-        engine = build_engine(target.url, settings)
+        engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
+        models = _model_factory(settings)
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
                 if not plan.up_to_date:
                     log.info("database migrated %s → %s", plan.current or "empty", plan.target)
-            app.state.sessionmaker = build_sessionmaker(engine)
+            sessionmaker = build_sessionmaker(engine)
+            async with transaction(sessionmaker) as session:
+                await sync_builtin_tools(session)
+            app.state.sessionmaker = sessionmaker
+            app.state.runtime = RuntimeDeps(sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, settings=settings)
             yield
         finally:
+            await models.aclose()
+            await lock_engine.dispose()
             await engine.dispose()
 
     app = FastAPI(
@@ -41,6 +52,12 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (health, agents, core_memory, blocks):
+    for module in (health, agents, core_memory, blocks, messages, tools):
         app.include_router(module.router)
     return app
+
+
+def _model_factory(settings: Settings) -> ChatModelFactory:
+    key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
+    retry = RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds)
+    return ChatModelFactory(default_base_url=settings.openai_base_url, default_api_key=key, retry=retry)

@@ -9,16 +9,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
+from memvm.messages.repository import recall_counts
 from memvm.orm import Agent, AgentBlock, Block
 
 
-def compile_agent_prompt(agent: Agent, blocks: Sequence[Block], *, compiled_at: datetime) -> str:
+def compile_agent_prompt(agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime) -> str:
     views = [
         BlockView(label=b.label, value=b.value, limit=b.char_limit, description=b.description, read_only=b.read_only)
         for b in blocks
     ]
     metadata = render_memory_metadata(
-        agent_id=agent.id, stats=MemoryStats(), compiled_at=compiled_at, timezone=agent.timezone
+        agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone
     )
     return compile_system_prompt(
         system=agent.system, blocks=views, mode=RenderMode(agent.memory_render_mode), metadata=metadata
@@ -49,10 +50,11 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
     locked = select(Agent).where(Agent.id.in_(ids)).order_by(Agent.id).with_for_update()
     agents = list(await session.scalars(locked.execution_options(populate_existing=True)))
     blocks = await attached_blocks(session, ids)
+    stats = await memory_stats(session, ids)
     now = datetime.now(UTC)
     for agent in agents:
         compiled_at = agent.system_compiled_at if keep_timestamp else now
-        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], compiled_at=compiled_at)
+        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at)
         agent.system_compiled_at = compiled_at
     await session.flush()
 
@@ -60,5 +62,12 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool) -> str:
     """What a recompile would store now, without storing it."""
     blocks = await attached_blocks(session, [agent.id])
+    stats = await memory_stats(session, [agent.id])
     compiled_at = agent.system_compiled_at if keep_timestamp else datetime.now(UTC)
-    return compile_agent_prompt(agent, blocks[agent.id], compiled_at=compiled_at)
+    return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at)
+
+
+async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
+    """Counts of what each agent has outside its prompt (never the content)."""
+    recall = await recall_counts(session, agent_ids)
+    return {agent_id: MemoryStats(recall_messages=recall.get(agent_id, 0)) for agent_id in agent_ids}

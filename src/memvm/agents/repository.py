@@ -58,3 +58,16 @@ async def lock_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[B
     query = select(Block).where(Block.id.in_(block_ids)).order_by(Block.id).with_for_update(key_share=True, read=True)
     return list(await session.scalars(query.execution_options(populate_existing=True)))
 
+
+
+async def lock_block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:
+    """The agent's block with this label, row-locked for an edit (re-read under the lock, so an
+    edit always applies to the latest value, never a stale snapshot)."""
+    query = (
+        select(Block)
+        .join(AgentBlock, AgentBlock.block_id == Block.id)
+        .where(AgentBlock.agent_id == agent_id, AgentBlock.label == label)
+        .with_for_update(of=Block)
+        .execution_options(populate_existing=True)
+    )
+    return await session.scalar(query)

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
 from memvm.memory.compiler import RenderMode
+from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
 NAME_DESCRIPTION = "Letters, digits, spaces, '_', ''' and '-'; 1-100 characters."
@@ -65,6 +66,9 @@ class AgentFields(BaseModel):
 
 class AgentCreate(AgentFields):
     agent_type: AgentType = "letta_v1_agent"
+    tools: list[str] = Field(default_factory=list, description="Names of tools to attach.")
+    tool_ids: list[str] = Field(default_factory=list, description="Ids of tools to attach.")
+    include_base_tools: bool = Field(True, description="Attach the default tools of the agent type.")
     memory_blocks: list[BlockCreate] = Field(default_factory=list, description="New blocks to create and attach.")
     block_ids: list[str] = Field(default_factory=list, description="Existing blocks to attach.")
 
@@ -102,7 +106,7 @@ class AgentRead(BaseModel):
     memory_render_mode: RenderMode
     memory: MemoryRead
     blocks: list[BlockRead]
-    tools: list[Any] = Field(default_factory=list)
+    tools: list[ToolRead] = Field(default_factory=list)
     sources: list[Any] = Field(default_factory=list)
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[Any] = Field(default_factory=list)
@@ -111,8 +115,8 @@ class AgentRead(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, agent: Any, blocks: list[Any] | None, *, show_tags: bool) -> "AgentRead":
-        """`blocks=None` means the caller did not ask for them (v1 SDK `include` semantics)."""
+    def of(cls, agent: Any, blocks: list[Any] | None, tools: list[Any] | None, *, show_tags: bool) -> "AgentRead":
+        """`blocks`/`tools` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
         return cls(
             id=agent.id,
@@ -136,6 +140,7 @@ class AgentRead(BaseModel):
                 prompt_template=None,
             ),
             blocks=block_reads,
+            tools=[ToolRead.of(tool) for tool in tools or ()],
             created_at=agent.created_at,
             updated_at=agent.updated_at,
         )

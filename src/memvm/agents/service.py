@@ -15,7 +15,8 @@ from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import Conflict, InvalidInput, NotFound
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
-from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm import Agent, AgentBlock, Block, Tool
+from memvm.tools import service as tools
 
 DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 _LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
@@ -51,8 +52,15 @@ async def create_agent(session: AsyncSession, data: AgentCreate) -> Agent:
     for block in [*created, *existing]:
         session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
         await session.flush()  # one at a time: `position` keeps the order given
+    await tools.attach_tools(session, agent.id, await _initial_tools(session, data))
     await recompile_agents(session, [agent.id])
     return agent
+
+
+async def _initial_tools(session: AsyncSession, data: AgentCreate) -> list[Tool]:
+    names = [*(tools.default_tool_names(data.agent_type) if data.include_base_tools else ()), *data.tools]
+    chosen = await tools.tools_by_name(session, list(dict.fromkeys(names)))
+    return chosen + [await tools.get_tool(session, tool_id) for tool_id in data.tool_ids]
 
 
 async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent:
@@ -201,5 +209,7 @@ async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: s
     relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients."""
     with_blocks = include is None or "agent.blocks" in include
     blocks_of = await attached_blocks(session, [agent.id for agent in agents]) if with_blocks else {}
+    with_tools = include is None or "agent.tools" in include
+    tools_of = {agent.id: await tools.agent_tools(session, agent.id) for agent in agents} if with_tools else {}
     show_tags = include is None or "agent.tags" in include
-    return [AgentRead.of(agent, blocks_of.get(agent.id), show_tags=show_tags) for agent in agents]
+    return [AgentRead.of(agent, blocks_of.get(agent.id), tools_of.get(agent.id), show_tags=show_tags) for agent in agents]

@@ -6,6 +6,7 @@ from memvm.agents import service
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
 from memvm.db.pagination import PageRequest
+from memvm.runtime import maintenance
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 IncludeParam = Annotated[list[str] | None, Query(description="Relations to include, e.g. agent.blocks, agent.tags.")]
@@ -70,3 +71,25 @@ async def recompile(agent_id: AgentId, tx: TransactionDep, update_timestamp: boo
     """Recompile and return the agent's system prompt; `dry_run` computes it without storing."""
     async with tx() as session:
         return await service.recompile(session, agent_id, update_timestamp=update_timestamp, dry_run=dry_run)
+
+
+@router.get("/{agent_id}/context")
+async def context_window(agent_id: AgentId, request: Request) -> dict[str, Any]:
+    """Token breakdown of the agent's context window: system, core memory, tools, summary, messages."""
+    return await maintenance.context_overview(request.app.state.runtime, agent_id)
+
+
+@router.post("/{agent_id}/summarize")
+async def summarize(agent_id: AgentId, request: Request) -> dict[str, Any]:
+    """Compact the context window now: older messages become one summary; history stays searchable."""
+    return await maintenance.summarize(request.app.state.runtime, agent_id)
+
+
+@router.patch("/{agent_id}/reset-messages", response_model=AgentRead)
+async def reset_messages(agent_id: AgentId, request: Request, tx: TransactionDep) -> AgentRead:
+    """Empty the context window; the conversation history stays stored and searchable."""
+    await maintenance.reset_messages(request.app.state.runtime, agent_id)
+    async with tx() as session:
+        agent = await service.get_agent(session, agent_id)
+        [view] = await service.describe(session, [agent], include=None)
+    return view

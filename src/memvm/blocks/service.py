@@ -85,11 +85,22 @@ async def update_block(
 ) -> Block:
     """Apply `update` under the block's row lock. Raises PreconditionFailed if `if_match` is not
     the current version, InvalidInput if the result breaks a rule, Conflict on a label clash."""
+    block = await lock_block(session, block_id)
+    check_version(block, if_match)
+    return await apply_changes(session, block, update.changes(), actor=actor)
+
+
+async def lock_block(session: AsyncSession, block_id: str) -> Block:
     block = await repository.get(session, block_id, lock=True)
     if block is None:
         raise NotFound(f"Block {block_id!r} not found.")
-    check_version(block, if_match)
-    changes = _validated_changes(block, update.changes())
+    return block
+
+
+async def apply_changes(session: AsyncSession, block: Block, requested: dict[str, Any], *, actor: Actor) -> Block:
+    """Write API-named field changes to a block the caller has locked: rules, version bump,
+    history row, and a recompile of every agent that shows the block."""
+    changes = _validated_changes(block, requested)
     if not changes:
         return block
     agent_ids = await repository.attached_agent_ids(session, block.id)
@@ -108,9 +119,7 @@ async def update_block(
 
 async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor = API_ACTOR) -> None:
     """Delete the block everywhere; every agent it was attached to is recompiled without it."""
-    block = await repository.get(session, block_id, lock=True)
-    if block is None:
-        raise NotFound(f"Block {block_id!r} not found.")
+    block = await lock_block(session, block_id)
     agent_ids = await repository.attached_agent_ids(session, block.id)
     repository.record_change(session, block, change="delete", actor=actor)
     await session.delete(block)

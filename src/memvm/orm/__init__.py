@@ -3,5 +3,7 @@
 from memvm.db.base import Base
 from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.block import Block, BlockChange
+from memvm.orm.message import Message, Run
+from memvm.orm.tool import AgentTool, Tool
 
-__all__ = ["Agent", "AgentBlock", "Base", "Block", "BlockChange"]
+__all__ = ["Agent", "AgentBlock", "AgentTool", "Base", "Block", "BlockChange", "Message", "Run", "Tool"]

@@ -1,0 +1,83 @@
+import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import StreamingResponse
+
+from memvm.api.deps import AgentId, TransactionDep
+from memvm.ids import id_pattern
+from memvm.messages import service
+from memvm.messages.schemas import LettaResponse, SendRequest
+from memvm.runtime.send import send
+
+router = APIRouter(tags=["messages"])
+_FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
+
+
+@router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse)
+async def send_message(agent_id: AgentId, body: SendRequest, request: Request) -> Any:
+    """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
+    return await _respond(request, agent_id, body)
+
+
+@router.post("/v1/agents/{agent_id}/messages/stream")
+async def stream_message(agent_id: AgentId, body: SendRequest, request: Request) -> StreamingResponse:
+    """Send messages and stream the turn as Server-Sent Events (one event per stored message)."""
+    return await _respond(request, agent_id, body.model_copy(update={"streaming": True}))
+
+
+@router.get("/v1/agents/{agent_id}/messages")
+async def list_messages(
+    agent_id: AgentId,
+    tx: TransactionDep,
+    before: str | None = Query(None, description="Only messages older than this message id."),
+    after: str | None = Query(None, description="Only messages newer than this message id."),
+    limit: int = Query(100, ge=1, le=1000),
+    order: Literal["asc", "desc"] = Query("desc", description="desc: the newest `limit`; pages are chronological."),
+    include_return_message_types: Annotated[list[str] | None, Query()] = None,
+) -> list[dict[str, Any]]:
+    """The agent's conversation history, one chronological page at a time."""
+    async with tx() as session:
+        return await service.list_messages(session, agent_id, limit=limit, order=order, before=before, after=after,
+                                           types=include_return_message_types)
+
+
+@router.get("/v1/messages/{message_id}")
+async def retrieve_message(
+    message_id: Annotated[str, Path(pattern=id_pattern("message"))], tx: TransactionDep
+) -> list[dict[str, Any]]:
+    """One stored message, as the Letta messages it expands to."""
+    async with tx() as session:
+        return await service.get_message(session, message_id)
+
+
+async def _respond(request: Request, agent_id: str, body: SendRequest) -> Any:
+    events = send(request.app.state.runtime, agent_id, body)
+    ready = await anext(events)  # unknown or busy agent raises here, as a plain HTTP error
+    if body.streaming:
+        return StreamingResponse(_sse(ready if body.include_pings else None, events), media_type="text/event-stream")
+    async with aclosing(events):
+        collected = [event async for event in events]
+    return LettaResponse(
+        messages=[event for event in collected if event["message_type"] not in _FINAL],
+        stop_reason=next(event for event in collected if event["message_type"] == "stop_reason"),
+        usage=next(event for event in collected if event["message_type"] == "usage_statistics"),
+    )
+
+
+async def _sse(first: dict[str, Any] | None, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+    async with aclosing(events):
+        if first is not None:
+            yield _data(first)
+        async for event in events:
+            if event["message_type"] == "error_message":
+                yield f"event: error\n{_data(event)}"
+            else:
+                yield _data(event)
+    yield "data: [DONE]\n\n"
+
+
+def _data(event: dict[str, Any]) -> str:
+    return f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n"

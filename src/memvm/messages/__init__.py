@@ -1,0 +1,1 @@
+"""Conversation messages: request/response shapes, SQL, and the Letta message format."""

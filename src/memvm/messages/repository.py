@@ -1,0 +1,71 @@
+"""All message and run SQL."""
+
+from collections.abc import Sequence
+
+from sqlalchemy import Select, func, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.orm import Message, Run
+
+
+async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
+    """The agent's context window in order: the running summary (if any) first, then by time."""
+    query = (
+        select(Message)
+        .where(Message.agent_id == agent_id, Message.in_context)
+        .order_by((Message.kind != "summary"), Message.seq)
+    )
+    return list(await session.scalars(query))
+
+
+async def by_otid(session: AsyncSession, agent_id: str, otid: str) -> Message | None:
+    return await session.scalar(select(Message).where(Message.agent_id == agent_id, Message.otid == otid))
+
+
+async def of_run(session: AsyncSession, run_id: str) -> list[Message]:
+    return list(await session.scalars(select(Message).where(Message.run_id == run_id).order_by(Message.seq)))
+
+
+def history_query(agent_id: str | None) -> Select:
+    query = select(Message)
+    return query if agent_id is None else query.where(Message.agent_id == agent_id)
+
+
+async def evict(session: AsyncSession, message_ids: Sequence[str]) -> None:
+    await session.execute(update(Message).where(Message.id.in_(message_ids)).values(in_context=False))
+
+
+async def evict_all(session: AsyncSession, agent_id: str) -> int:
+    result = await session.execute(
+        update(Message).where(Message.agent_id == agent_id, Message.in_context).values(in_context=False)
+    )
+    return result.rowcount
+
+
+async def recall_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
+    """Messages stored but out of the context window, per agent."""
+    query = (
+        select(Message.agent_id, func.count())
+        .where(Message.agent_id.in_(agent_ids), ~Message.in_context)
+        .group_by(Message.agent_id)
+    )
+    return {agent_id: count for agent_id, count in await session.execute(query)}
+
+
+async def get_run(session: AsyncSession, run_id: str) -> Run | None:
+    return await session.get(Run, run_id)
+
+
+async def history_page(
+    session: AsyncSession, agent_id: str, *, limit: int, newest_first: bool, before: Message | None, after: Message | None
+) -> list[Message]:
+    """`before`/`after` bound the range in time; `newest_first` takes the page from the newest end.
+    The page comes back in chronological order either way."""
+    query = select(Message).where(Message.agent_id == agent_id)
+    if before is not None:
+        query = query.where(Message.seq < before.seq)
+    if after is not None:
+        query = query.where(Message.seq > after.seq)
+    query = query.order_by(Message.seq.desc() if newest_first else Message.seq.asc()).limit(limit)
+    rows = list(await session.scalars(query))
+    return rows[::-1] if newest_first else rows

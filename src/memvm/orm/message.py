@@ -1,0 +1,55 @@
+"""Conversation history and turns (runs)."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Identity, Index, String, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memvm.db.base import Base
+
+
+class Message(Base):
+    """One stored chat message. `in_context` marks the agent's current window; messages leave it
+    (compaction, reset) but are never deleted, so they stay searchable as recall memory."""
+
+    __tablename__ = "message"
+    __table_args__ = (
+        Index("ix_message_agent_id_seq", "agent_id", "seq"),
+        Index("ix_message_in_context", "agent_id", "seq", postgresql_where=text("in_context")),
+        # A client's otid identifies its input message: a retried send finds the first one.
+        Index("uq_message_agent_id_otid", "agent_id", "otid", unique=True, postgresql_where=text("otid IS NOT NULL")),
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"))
+    run_id: Mapped[str | None] = mapped_column(String, index=True)
+    step_id: Mapped[str | None] = mapped_column(String)
+    role: Mapped[str] = mapped_column(String)  # user | assistant | tool
+    kind: Mapped[str] = mapped_column(String, default="message")  # message | heartbeat | summary
+    content: Mapped[str | None] = mapped_column(Text)
+    reasoning: Mapped[str | None] = mapped_column(Text)
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    tool_call_id: Mapped[str | None] = mapped_column(String)
+    tool_name: Mapped[str | None] = mapped_column(String)
+    tool_status: Mapped[str | None] = mapped_column(String)  # success | error
+    otid: Mapped[str | None] = mapped_column(String)
+    sender_id: Mapped[str | None] = mapped_column(String)
+    in_context: Mapped[bool] = mapped_column(Boolean, default=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+
+
+class Run(Base):
+    """One turn: a send request and its outcome, so a retried send can return the stored result."""
+
+    __tablename__ = "run"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String)  # running | completed | failed
+    stop_reason: Mapped[str | None] = mapped_column(String)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,0 +1,1 @@
+"""The agent step loop and what it needs: context window, policy, compaction, the turn lock."""

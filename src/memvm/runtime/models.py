@@ -1,0 +1,37 @@
+"""Which model an agent talks to: endpoint, model name and context window, from its settings."""
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from memvm.config import Settings
+from memvm.errors import InvalidInput
+from memvm.llm.ports import ChatModel
+from memvm.llm.types import Endpoint
+from memvm.orm import Agent
+
+
+class ModelSource(Protocol):
+    def for_endpoint(self, endpoint: Endpoint) -> ChatModel: ...
+
+
+@dataclass(frozen=True)
+class AgentModel:
+    model: ChatModel
+    name: str
+    context_window: int
+
+
+def resolve_model(agent: Agent, source: ModelSource, settings: Settings) -> AgentModel:
+    """llm_config wins (model, model_endpoint, context_window); else the `provider/name` handle on
+    the configured OpenAI-compatible endpoint; else the server's default model."""
+    config = agent.llm_config or {}
+    handle = agent.model or settings.default_model
+    name = config.get("model") or (handle.split("/", 1)[1] if handle else None)
+    if not name:
+        raise InvalidInput(
+            f"Agent {agent.id!r} has no model. Set `model` (e.g. 'openai/gpt-4o-mini') or `llm_config` on the agent, "
+            "or start the server with MEMVM_DEFAULT_MODEL."
+        )
+    endpoint = Endpoint(base_url=config.get("model_endpoint"))
+    window = agent.context_window_limit or config.get("context_window") or settings.default_context_window
+    return AgentModel(model=source.for_endpoint(endpoint), name=name, context_window=int(window))

@@ -1,0 +1,57 @@
+"""Sending to an agent: take the agent's turn lock, replay a repeated otid, else run a turn."""
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from memvm.db.uow import transaction
+from memvm.messages import repository as messages
+from memvm.messages.letta_format import to_letta
+from memvm.messages.schemas import SendRequest
+from memvm.orm import Agent, Run
+from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.turn import Turn
+from memvm.runtime.turn_lock import agent_turn_lock
+
+# First item of every send stream: the lock is held and the turn has started, so errors from
+# here on are reported in-band; errors before it (unknown agent, busy agent) are plain HTTP errors.
+READY = {"message_type": "ping"}
+
+
+async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncIterator[dict[str, Any]]:
+    """READY, then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
+    async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
+        replayed = await _stored_result(deps, agent_id, request)
+        if replayed is not None:
+            yield READY
+            for event in replayed:
+                yield event
+            return
+        turn = await Turn.start(deps, agent_id, request)
+        yield READY | {"run_id": turn.run_id}
+        async for event in turn.events():
+            yield event
+
+
+async def _stored_result(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
+    """The stored outcome of an earlier send whose input carried one of these otids (SDK retries)."""
+    otids = [message.otid for message in request.input_messages() if message.otid]
+    if not otids:
+        return None
+    async with transaction(deps.sessionmaker) as session:
+        for otid in otids:
+            original = await messages.by_otid(session, agent_id, otid)
+            if original is None or original.run_id is None:
+                continue
+            agent = await session.get_one(Agent, agent_id)
+            run = await session.get_one(Run, original.run_id)
+            stored = await messages.of_run(session, run.id)
+            return _replay(agent.agent_type, run, stored)
+    return None
+
+
+def _replay(agent_type: str, run: Run, stored: list) -> list[dict[str, Any]]:
+    shown = [letta for message in stored if message.role in ("assistant", "tool") for letta in to_letta(message, agent_type=agent_type)]
+    # A run still marked running was cut off by a crash: what it stored is all there is.
+    stop_reason = run.stop_reason or "error"
+    usage = run.usage or {"message_type": "usage_statistics", "run_ids": [run.id]}
+    return [*shown, {"message_type": "stop_reason", "stop_reason": stop_reason}, usage]

@@ -1,0 +1,271 @@
+"""One agent turn: the step loop.
+
+Each step calls the model once, then stores the assistant message, runs its tool calls and
+stores their results in ONE transaction, so history never holds an unpaired tool call. The turn
+keeps the system prompt it started with: memory edits reach the model from the next turn on.
+No transaction is ever held across a model call.
+"""
+
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from memvm.actors import Actor
+from memvm.agents import service as agents
+from memvm.db.uow import transaction
+from memvm.errors import ContextWindowExceeded, LLMError
+from memvm.ids import new_id
+from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolSpec
+from memvm.messages import repository as messages
+from memvm.messages.letta_format import to_letta
+from memvm.messages.schemas import MessageCreate, SendRequest
+from memvm.orm import Agent, Message, Run
+from memvm.runtime import policy
+from memvm.runtime.compaction import CompactionError, compact
+from memvm.runtime.conversation import heartbeat_text, to_chat, to_chat_all
+from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.models import AgentModel, resolve_model
+from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
+from memvm.runtime.window import over_budget
+from memvm.tools import service as tools
+from memvm.tools.context import ToolContext
+from memvm.tools.executor import ToolOutcome, execute
+from memvm.tools.specs import BUILTIN_SPECS, HEARTBEAT_AGENT_TYPES, with_heartbeat
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class StepEnd:
+    """Marks the end of a step inside the turn's event stream: stop (with a reason) or go on."""
+
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+    step_count: int = 0
+    context_tokens: int | None = None
+
+    def add(self, completion: Completion, estimated_prompt: int) -> None:
+        usage = completion.usage
+        prompt = usage.prompt_tokens if usage else estimated_prompt
+        completion_tokens = usage.completion_tokens if usage else estimate_text(completion.content)
+        self.prompt_tokens += prompt
+        self.completion_tokens += completion_tokens
+        self.total_tokens += prompt + completion_tokens
+        self.step_count += 1
+        self.context_tokens = prompt + completion_tokens
+
+    def as_letta(self, run_id: str) -> dict[str, Any]:
+        return {"message_type": "usage_statistics", "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens,
+                "step_count": self.step_count, "context_tokens": self.context_tokens, "run_ids": [run_id]}
+
+
+@dataclass
+class Turn:
+    """State of one running turn. Create with `Turn.start` while holding the agent's turn lock."""
+
+    deps: RuntimeDeps
+    agent: Agent
+    agent_model: AgentModel
+    run_id: str
+    request: SendRequest
+    system_prompt: str
+    tool_specs: list[ToolSpec]
+    history: list[ChatMessage]
+    pending_inputs: list[MessageCreate]
+    usage: Usage = field(default_factory=Usage)
+    invalid_streak: int = 0
+    last_prompt_tokens: int = 0
+    streamed_message_id: str | None = None
+
+    @classmethod
+    async def start(cls, deps: RuntimeDeps, agent_id: str, request: SendRequest) -> "Turn":
+        async with transaction(deps.sessionmaker) as session:
+            agent = await agents.get_agent(session, agent_id)
+            agent_model = resolve_model(agent, deps.models, deps.settings)
+            attached = await tools.agent_tools(session, agent_id)
+            window = await messages.in_context(session, agent_id)
+            run = Run(id=new_id("run"), agent_id=agent_id, status="running")
+            session.add(run)
+        specs = [BUILTIN_SPECS[tool.name] for tool in attached if tool.name in BUILTIN_SPECS]
+        if agent.agent_type in HEARTBEAT_AGENT_TYPES:
+            specs = [with_heartbeat(spec) for spec in specs]
+        return cls(deps=deps, agent=agent, agent_model=agent_model, run_id=run.id, request=request,
+                   system_prompt=agent.compiled_system, tool_specs=specs, history=to_chat_all(window),
+                   pending_inputs=request.input_messages())
+
+    async def events(self) -> AsyncIterator[dict[str, Any]]:
+        """Letta messages as each step is stored, then stop_reason and usage_statistics, and an
+        error_message when the turn failed. A cancelled turn (client gone) keeps its stored steps."""
+        end = StepEnd("max_steps")
+        try:
+            for _ in range(self.request.max_steps):
+                step_end = None
+                async for event in self._step():
+                    if isinstance(event, StepEnd):
+                        step_end = event
+                    else:
+                        yield event
+                if step_end is not None and step_end.stop_reason is not None:
+                    end = step_end
+                    break
+        except Exception:
+            log.exception("turn %s of agent %s failed", self.run_id, self.agent.id)
+            end = StepEnd("error", "The turn failed with an internal error; the server log has the details.")
+        except BaseException:
+            await self._finish("cancelled")
+            raise
+        await self._finish(end.stop_reason)
+        yield {"message_type": "stop_reason", "stop_reason": end.stop_reason}
+        yield self.usage.as_letta(self.run_id)
+        if end.error is not None:
+            yield {"message_type": "error_message", "run_id": self.run_id, "error_type": end.stop_reason,
+                   "message": end.error, "detail": None}
+
+    async def _step(self) -> AsyncIterator[dict[str, Any] | StepEnd]:
+        """One step: (compact if needed) → model → store. Yields token deltas, the stored step's
+        Letta messages, and finally a StepEnd."""
+        completion = None
+        try:
+            await self._make_room()
+            async for item in self._call_model(self._model_request()):
+                if isinstance(item, Completion):
+                    completion = item
+                else:
+                    yield item
+        except ContextWindowExceeded as overflow:
+            yield await self._after_overflow(overflow)
+            return
+        except LLMError as failure:
+            yield StepEnd("llm_api_error", failure.message)
+            return
+        except CompactionError as failure:
+            yield StepEnd("error", str(failure))
+            return
+        estimated = self._estimate_prompt()
+        self.usage.add(completion, estimated)
+        self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
+        shown, stop_reason = await self._store_step(completion)
+        for message in shown:
+            for letta in to_letta(message, agent_type=self.agent.agent_type,
+                                  include_compaction=self.request.include_compaction_messages):
+                if self._wanted(letta):
+                    yield letta
+        yield StepEnd(stop_reason)
+
+    async def _call_model(self, request: ModelRequest) -> AsyncIterator[dict[str, Any] | Completion]:
+        model = self.agent_model.model
+        if not self.request.stream_tokens:
+            yield await model.complete(request)
+            return
+        self.streamed_message_id = new_id("message")
+        date = datetime.now(UTC).isoformat(timespec="seconds")
+        async for item in model.stream(request):
+            if isinstance(item, TextDelta):
+                yield {"id": self.streamed_message_id, "date": date, "message_type": "assistant_message",
+                       "otid": f"{self.streamed_message_id}-0", "run_id": self.run_id, "content": item.text}
+            else:
+                yield item
+
+    def _model_request(self) -> ModelRequest:
+        pending = [ChatMessage(message.role, message.text) for message in self.pending_inputs]
+        tool_choice = None
+        if self.tool_specs:
+            tool_choice = "required" if self.agent.agent_type in HEARTBEAT_AGENT_TYPES else "auto"
+        return ModelRequest(model=self.agent_model.name, messages=[ChatMessage("system", self.system_prompt), *self.history, *pending],
+                            tools=self.tool_specs, tool_choice=tool_choice)
+
+    def _estimate_prompt(self) -> int:
+        request = self._model_request()
+        return sum(estimate_message(m) for m in request.messages) + estimate_tools(list(request.tools))
+
+    async def _make_room(self) -> None:
+        """Compact before the call when the prompt would pass the trigger share of the window."""
+        if over_budget(max(self._estimate_prompt(), self.last_prompt_tokens), self.agent_model.context_window):
+            await self._compact(force=False)
+
+    async def _compact(self, *, force: bool) -> None:
+        fixed = estimate_text(self.system_prompt) + estimate_tools(self.tool_specs)
+        if fixed >= self.agent_model.context_window:
+            raise CompactionError(
+                f"The system prompt and tools alone take about {fixed} tokens, more than the context window of "
+                f"{self.agent_model.context_window}. Shorten memory blocks or raise the agent's context window."
+            )
+        await compact(self.deps.sessionmaker, self.agent.id, self.agent_model, force=force)
+        async with transaction(self.deps.sessionmaker) as session:
+            self.history = to_chat_all(await messages.in_context(session, self.agent.id))
+        self.last_prompt_tokens = 0
+
+    async def _after_overflow(self, overflow: ContextWindowExceeded) -> StepEnd:
+        """The provider refused the prompt as too long: compact everything, then the loop retries."""
+        try:
+            await self._compact(force=True)
+        except (CompactionError, LLMError) as failure:
+            return StepEnd("context_window_overflow_in_system_prompt", f"{overflow.message} Compaction could not make room: {failure}")
+        return StepEnd()
+
+    async def _store_step(self, completion: Completion) -> tuple[list[Message], str | None]:
+        """One transaction: inputs (first step), the assistant message, every tool call's effects
+        and result, and the heartbeat that hands control back. Returns what the client is shown
+        and the stop reason (None: take another step)."""
+        step_id = new_id("step")
+        base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
+        async with transaction(self.deps.sessionmaker) as session:
+            stored = [Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
+                      for m in self.pending_inputs]
+            assistant = Message(id=self.streamed_message_id or new_id("message"), role="assistant", content=completion.content,
+                                reasoning=completion.reasoning, tool_calls=_calls_json(completion) or None, **base)
+            session.add_all([*stored, assistant])
+            await session.flush()
+            shown = [assistant, *await self._run_tools(session, completion, base, step_id)]
+            outcomes = self._last_outcomes
+            self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
+            stop_reason = policy.stop_reason(self.agent.agent_type, completion, outcomes, self.invalid_streak)
+            stored += shown
+            if stop_reason is None and self.agent.agent_type in HEARTBEAT_AGENT_TYPES:
+                reason = heartbeat_text(policy.heartbeat_reason(outcomes), datetime.now(UTC).isoformat())
+                stored.append(Message(id=new_id("message"), role="user", kind="heartbeat", content=reason, **base))
+                session.add(stored[-1])
+            await session.flush()
+        self.streamed_message_id = None
+        self.pending_inputs = []
+        self.history.extend(to_chat(message) for message in stored)
+        return shown, stop_reason
+
+    async def _run_tools(self, session, completion: Completion, base: dict[str, str], step_id: str) -> list[Message]:
+        context = ToolContext(session, self.agent.id, Actor("agent", self.agent.id, step_id))
+        allowed = frozenset(spec.name for spec in self.tool_specs)
+        results, self._last_outcomes = [], []
+        for call in completion.tool_calls:
+            outcome = await execute(context, call, allowed)
+            self._last_outcomes.append(outcome)
+            results.append(Message(id=new_id("message"), role="tool", content=outcome.message, tool_status=outcome.status,
+                                   tool_call_id=call.id, tool_name=call.name, **base))
+        session.add_all(results)
+        return results
+
+    def _wanted(self, letta: dict[str, Any]) -> bool:
+        wanted = self.request.include_return_message_types
+        return wanted is None or letta["message_type"] in wanted
+
+    async def _finish(self, stop_reason: str) -> None:
+        status = "completed" if stop_reason in {"end_turn", "max_steps", "tool_rule"} else "failed"
+        async with transaction(self.deps.sessionmaker) as session:
+            run = await session.get(Run, self.run_id)
+            if run is not None:
+                run.status, run.stop_reason = status, stop_reason
+                run.usage = self.usage.as_letta(self.run_id)
+                run.completed_at = datetime.now(UTC)
+
+
+def _calls_json(completion: Completion) -> list[dict[str, str]]:
+    return [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in completion.tool_calls]

@@ -1,0 +1,105 @@
+"""Run one tool call: parse and check its arguments, dispatch to the handler inside a savepoint
+(so a failed call leaves nothing behind), and turn domain errors into results the model can act on."""
+
+import inspect
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_args, get_origin
+
+from memvm.errors import DomainError
+from memvm.llm.types import ToolCall
+from memvm.tools import conversation_tools, memory_command, memory_tools
+from memvm.tools.context import ToolContext
+from memvm.tools.schemas import RETURN_CHAR_LIMIT
+from memvm.tools.specs import TERMINAL_TOOLS
+
+Handler = Callable[..., Awaitable[str]]
+
+HANDLERS: dict[str, Handler] = {
+    "send_message": conversation_tools.send_message,
+    "conversation_search": conversation_tools.conversation_search,
+    "core_memory_append": memory_tools.core_memory_append,
+    "core_memory_replace": memory_tools.core_memory_replace,
+    "memory_replace": memory_tools.memory_replace,
+    "memory_insert": memory_tools.memory_insert,
+    "memory_rethink": memory_tools.memory_rethink,
+    "memory_finish_edits": memory_tools.memory_finish_edits,
+    "memory_apply_patch": memory_tools.memory_apply_patch,
+    "memory": memory_command.memory,
+}
+
+
+@dataclass(frozen=True)
+class ToolOutcome:
+    status: Literal["success", "error"]
+    message: str
+    terminal: bool = False
+    heartbeat: bool = False  # the model asked to get control back (request_heartbeat=true)
+    invalid_call: bool = False  # malformed arguments or unknown tool: the call itself was wrong
+
+    def for_model(self) -> str:
+        """The compact JSON the model reads as the tool result."""
+        return json.dumps({"status": "OK" if self.status == "success" else "Failed", "message": self.message}, ensure_ascii=False)
+
+
+async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
+    if call.name not in allowed or call.name not in HANDLERS:
+        names = ", ".join(sorted(allowed)) or "none"
+        return _invalid(f"Unknown tool '{call.name}'. Tools you can call: {names}.")
+    try:
+        arguments = _parse_arguments(call)
+        heartbeat = bool(arguments.pop("request_heartbeat", False))
+        _check_arguments(call.name, arguments)
+    except ValueError as error:
+        return _invalid(str(error))
+    try:
+        async with ctx.session.begin_nested():
+            message = await HANDLERS[call.name](ctx, **arguments)
+    except DomainError as error:
+        return ToolOutcome("error", error.message, heartbeat=heartbeat)
+    return ToolOutcome("success", _clip(message), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)
+
+
+def _invalid(message: str) -> ToolOutcome:
+    return ToolOutcome("error", message, invalid_call=True)
+
+
+def _parse_arguments(call: ToolCall) -> dict[str, Any]:
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError as error:
+        raise ValueError(f"The arguments of {call.name} are not valid JSON ({error.msg} at position {error.pos}). "
+                         "Call the tool again with a JSON object.") from None
+    if not isinstance(arguments, dict):
+        raise ValueError(f"The arguments of {call.name} must be a JSON object, not {type(arguments).__name__}.")
+    return arguments
+
+
+def _check_arguments(name: str, arguments: dict[str, Any]) -> None:
+    """Names and JSON types against the handler's signature, so a bad call gets a precise message."""
+    parameters = {key: p for key, p in inspect.signature(HANDLERS[name]).parameters.items() if key != "ctx"}
+    unknown = sorted(set(arguments) - set(parameters))
+    missing = sorted(key for key, p in parameters.items() if p.default is inspect.Parameter.empty and key not in arguments)
+    if unknown or missing:
+        parts = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + (
+            [f"missing required argument(s) {', '.join(missing)}"] if missing else [])
+        raise ValueError(f"{name}: {'; '.join(parts)}. Expected arguments: {', '.join(parameters)}.")
+    for key, value in arguments.items():
+        if value is not None and not _json_type_ok(parameters[key].annotation, value):
+            raise ValueError(f"{name}: argument '{key}' has the wrong type ({type(value).__name__}).")
+
+
+def _json_type_ok(annotation: Any, value: Any) -> bool:
+    kinds = [get_origin(kind) or kind for kind in get_args(annotation) if kind is not type(None)] or [annotation]
+    if isinstance(value, bool) and bool not in kinds:
+        return False  # JSON true is not an integer argument
+    return any(isinstance(value, kind) for kind in kinds)
+
+
+def _clip(message: str) -> str:
+    if len(message) <= RETURN_CHAR_LIMIT:
+        return message
+    return message[:RETURN_CHAR_LIMIT] + f"\n… [truncated: the result exceeded {RETURN_CHAR_LIMIT} characters]"
+
+

@@ -1,0 +1,1 @@
+"""In-process fakes of external services for tests (real sockets, no threads)."""
