@@ -5,6 +5,7 @@ tests that use several connections at once)."""
 import itertools
 import tempfile
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
@@ -73,13 +74,20 @@ def settings(database_url: str, llm: ScriptedLLM) -> Settings:
     )
 
 
-@pytest.fixture
-async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on a started app (lifespan run) built from `settings`."""
     app = create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test") as http:
+        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:
             yield http
+
+
+@pytest.fixture
+async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    async with app_client(settings) as http:
+        yield http
 
 
 @pytest.fixture
@@ -88,3 +96,27 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(**asyncpg_dsn(database_url))
     yield connection
     await connection.close()
+
+
+@pytest.fixture
+async def live_url(settings: Settings) -> AsyncIterator[str]:
+    """The app served by a real uvicorn on a loopback port, in this event loop (for tests that need
+    true streaming or a client that disconnects)."""
+    import asyncio
+    import socket
+
+    import uvicorn
+
+    app = create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve())
+    for _ in range(200):
+        if server.started:
+            break
+        await asyncio.sleep(0.025)
+    yield f"http://127.0.0.1:{port}"
+    server.should_exit = True
+    await asyncio.wait_for(task, 15)

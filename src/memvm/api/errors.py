@@ -6,15 +6,18 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from memvm.errors import Conflict, DomainError, InvalidInput, NotFound, PreconditionFailed
+from memvm.errors import Busy, Conflict, DomainError, InvalidInput, LLMError, MemoryEditError, NotFound, PreconditionFailed
 
 log = logging.getLogger(__name__)
 
 STATUS_OF = {
     NotFound: 404,
     Conflict: 409,
+    Busy: 409,
     InvalidInput: 400,
+    MemoryEditError: 400,
     PreconditionFailed: 412,
+    LLMError: 502,  # the model provider failed outside a turn (e.g. summarize)
 }
 # The Letta SDK retries 409s by default; these will fail the same way again.
 _NO_RETRY = {"x-should-retry": "false"}
@@ -27,7 +30,7 @@ def install(app: FastAPI) -> None:
 
 
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
-    status = next(code for cls, code in STATUS_OF.items() if isinstance(error, cls))
+    status = next((code for cls, code in STATUS_OF.items() if isinstance(error, cls)), 500)
     return JSONResponse({"detail": error.message}, status_code=status, headers=_NO_RETRY)
 
 

@@ -31,7 +31,7 @@ class Message(Base):
     kind: Mapped[str] = mapped_column(String, default="message")  # message | heartbeat | summary
     content: Mapped[str | None] = mapped_column(Text)
     reasoning: Mapped[str | None] = mapped_column(Text)
-    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB)
+    tool_calls: Mapped[list[dict[str, Any]] | None] = mapped_column(JSONB(none_as_null=True))
     tool_call_id: Mapped[str | None] = mapped_column(String)
     tool_name: Mapped[str | None] = mapped_column(String)
     tool_status: Mapped[str | None] = mapped_column(String)  # success | error
@@ -50,6 +50,6 @@ class Run(Base):
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
     status: Mapped[str] = mapped_column(String)  # running | completed | failed
     stop_reason: Mapped[str | None] = mapped_column(String)
-    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -1,6 +1,7 @@
 """Sending to an agent: take the agent's turn lock, replay a repeated otid, else run a turn."""
 
 from collections.abc import AsyncIterator
+from contextlib import aclosing
 from typing import Any
 
 from memvm.db.uow import transaction
@@ -28,8 +29,10 @@ async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncI
             return
         turn = await Turn.start(deps, agent_id, request)
         yield READY | {"run_id": turn.run_id}
-        async for event in turn.events():
-            yield event
+        # aclosing: a client that goes away closes this generator, and the turn must hear of it.
+        async with aclosing(turn.events()) as events:
+            async for event in events:
+                yield event
 
 
 async def _stored_result(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:

@@ -6,6 +6,7 @@ keeps the system prompt it started with: memory edits reach the model from the n
 No transaction is ever held across a model call.
 """
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -122,7 +123,8 @@ class Turn:
             log.exception("turn %s of agent %s failed", self.run_id, self.agent.id)
             end = StepEnd("error", "The turn failed with an internal error; the server log has the details.")
         except BaseException:
-            await self._finish("cancelled")
+            # Cancellation may be level-triggered (anyio): only a shielded task can still write.
+            await asyncio.shield(self._finish("cancelled"))
             raise
         await self._finish(end.stop_reason)
         yield {"message_type": "stop_reason", "stop_reason": end.stop_reason}
@@ -154,11 +156,13 @@ class Turn:
         estimated = self._estimate_prompt()
         self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
+        streamed = self.streamed_message_id
         shown, stop_reason = await self._store_step(completion)
         for message in shown:
             for letta in to_letta(message, agent_type=self.agent.agent_type,
                                   include_compaction=self.request.include_compaction_messages):
-                if self._wanted(letta):
+                already_streamed = letta["id"] == streamed and letta["message_type"] == "assistant_message"
+                if self._wanted(letta) and not already_streamed:
                     yield letta
         yield StepEnd(stop_reason)
 

