@@ -2,7 +2,7 @@
 # bench/run.sh — memvm's own server time per request (agent turn = send_message) with an instant
 # fake LLM, at concurrency 1 and 16, side by side with the published Letta 0.16.8 numbers.
 #
-#   bench/run.sh            # default run, ~6 min on 2 cores
+#   bench/run.sh            # default run, ~3.5 min on 2 cores
 #   bench/run.sh --quick    # smoke run, ~1 min
 #   bench/run.sh --op-seconds 4 --concurrency 1,4,16    # any other flag goes to workload.py run
 #
@@ -41,7 +41,7 @@ EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done

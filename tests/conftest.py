@@ -71,6 +71,7 @@ def settings(database_url: str, llm: ScriptedLLM) -> Settings:
         llm_attempts=2,
         llm_timeout_seconds=5,
         turn_lock_timeout_seconds=5,
+        embedding_poll_seconds=0.2,
     )
 
 

@@ -31,6 +31,15 @@ class Settings(BaseSettings):
     default_context_window: int = Field(32_768, ge=1024)
     llm_timeout_seconds: float = Field(60.0, gt=0)
     llm_attempts: int = Field(3, ge=1, le=10)
+    # Embeddings: the offline local model by default; other handles use this OpenAI-compatible endpoint
+    # (falling back to the chat endpoint and key).
+    embedding_base_url: str | None = None
+    embedding_api_key: SecretStr | None = None
+    embedding_dim: int | None = Field(None, ge=1, description="Vector size of non-local embedding models not known by name.")
+    embedding_batch_size: int = Field(64, ge=1, le=2048)
+    # Embed stored messages in the background (every replica runs a worker; they share the queue).
+    embedding_worker: bool = True
+    embedding_poll_seconds: float = Field(5.0, gt=0, description="Idle worker's wait between queue checks.")
     # A second send to a busy agent waits this long for the running turn, then gets 409.
     turn_lock_timeout_seconds: float = Field(30.0, ge=0)
 

@@ -1,5 +1,7 @@
 """create_app(settings): the FastAPI application, its lifespan resources, routers and error handlers."""
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -7,14 +9,16 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from memvm import __version__
-from memvm.api import agents, blocks, core_memory, errors, health, messages, tools
+from memvm.api import agents, archival, blocks, core_memory, errors, health, messages, search, tools
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
 from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
 from memvm.db.uow import transaction
+from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory, RetryPolicy
 from memvm.runtime.deps import RuntimeDeps
+from memvm.search.embedding_queue import run_worker
 from memvm.tools.service import sync_builtin_tools
 
 log = logging.getLogger("memvm")
@@ -28,7 +32,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
-        models = _model_factory(settings)
+        models, embedders = _model_factory(settings), _embedders(settings)
+        worker = None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
@@ -38,9 +43,20 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             async with transaction(sessionmaker) as session:
                 await sync_builtin_tools(session)
             app.state.sessionmaker = sessionmaker
-            app.state.runtime = RuntimeDeps(sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, settings=settings)
+            runtime = RuntimeDeps(sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders,
+                                  settings=settings)
+            app.state.runtime = runtime
+            if settings.embedding_worker:
+                worker = asyncio.create_task(
+                    run_worker(sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds)
+                )
             yield
         finally:
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
+            await embedders.aclose()
             await models.aclose()
             await lock_engine.dispose()
             await engine.dispose()
@@ -52,7 +68,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (health, agents, core_memory, blocks, messages, tools):
+    for module in (health, agents, core_memory, blocks, messages, tools, archival, search):
         app.include_router(module.router)
     return app
 
@@ -61,3 +77,14 @@ def _model_factory(settings: Settings) -> ChatModelFactory:
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     retry = RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds)
     return ChatModelFactory(default_base_url=settings.openai_base_url, default_api_key=key, retry=retry)
+
+
+def _embedders(settings: Settings) -> EmbedderRegistry:
+    key = settings.embedding_api_key or settings.openai_api_key
+    return EmbedderRegistry(
+        base_url=settings.embedding_base_url or settings.openai_base_url,
+        api_key=key.get_secret_value() if key else None,
+        dim=settings.embedding_dim,
+        batch_size=settings.embedding_batch_size,
+        retry=RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds),
+    )

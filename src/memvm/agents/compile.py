@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
+from memvm.archives.repository import stats as archive_stats
 from memvm.messages.repository import recall_counts
 from memvm.orm import Agent, AgentBlock, Block
 
@@ -70,4 +71,8 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
     """Counts of what each agent has outside its prompt (never the content)."""
     recall = await recall_counts(session, agent_ids)
-    return {agent_id: MemoryStats(recall_messages=recall.get(agent_id, 0)) for agent_id in agent_ids}
+    stats = {}
+    for agent_id in agent_ids:
+        passages, tags = await archive_stats(session, agent_id)
+        stats[agent_id] = MemoryStats(recall_messages=recall.get(agent_id, 0), archival_passages=passages, archival_tags=tags)
+    return stats

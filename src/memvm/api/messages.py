@@ -7,6 +7,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
 from memvm.api.deps import AgentId, TransactionDep
+from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages import service
 from memvm.messages.schemas import LettaResponse, SendRequest
@@ -19,6 +20,8 @@ _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 @router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse)
 async def send_message(agent_id: AgentId, body: SendRequest, request: Request) -> Any:
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
+    if body.stream_tokens and not body.streaming:
+        raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
     return await _respond(request, agent_id, body)
 
 

@@ -50,8 +50,6 @@ class SendRequest(BaseModel):
             raise ValueError("give exactly one of `messages` (a list) or `input` (a string)")
         if self.messages is not None and not self.messages:
             raise ValueError("`messages` is empty; send at least one message")
-        if self.stream_tokens and not self.streaming:
-            raise ValueError("stream_tokens needs streaming=true (or the /messages/stream route)")
         return self
 
     def input_messages(self) -> list[MessageCreate]:

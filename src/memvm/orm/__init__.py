@@ -2,8 +2,11 @@
 
 from memvm.db.base import Base
 from memvm.orm.agent import Agent, AgentBlock
+from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.message import Message, Run
 from memvm.orm.tool import AgentTool, Tool
 
-__all__ = ["Agent", "AgentBlock", "AgentTool", "Base", "Block", "BlockChange", "Message", "Run", "Tool"]
+__all__ = [
+    "Agent", "AgentArchive", "AgentBlock", "AgentTool", "Archive", "Base", "Block", "BlockChange", "Message", "Passage", "Run", "Tool",
+]

@@ -32,6 +32,7 @@ class Agent(Timestamps, Base):
     context_window_limit: Mapped[int | None] = mapped_column(Integer)
     timezone: Mapped[str] = mapped_column(String)
     compiled_system: Mapped[str] = mapped_column(Text, default="")
+    default_archive_id: Mapped[str | None] = mapped_column(ForeignKey("archive.id", ondelete="SET NULL"))
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 

@@ -3,11 +3,17 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Identity, Index, String, Text, func, text
-from sqlalchemy.dialects.postgresql import JSONB
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func, text
+from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base
+from memvm.orm.vector_index import hnsw_indexes
+
+
+# Messages worth a vector that do not have one yet.
+EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND kind = 'message' AND coalesce(content, '') <> '' AND embed_attempts < 5"
 
 
 class Message(Base):
@@ -20,6 +26,9 @@ class Message(Base):
         Index("ix_message_in_context", "agent_id", "seq", postgresql_where=text("in_context")),
         # A client's otid identifies its input message: a retried send finds the first one.
         Index("uq_message_agent_id_otid", "agent_id", "otid", unique=True, postgresql_where=text("otid IS NOT NULL")),
+        Index("ix_message_fts", "fts", postgresql_using="gin"),
+        Index("ix_message_embedding_queue", "seq", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
+        *hnsw_indexes("message"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -38,6 +47,16 @@ class Message(Base):
     otid: Mapped[str | None] = mapped_column(String)
     sender_id: Mapped[str | None] = mapped_column(String)
     in_context: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Full-text document, kept by PostgreSQL itself.
+    fts: Mapped[Any] = mapped_column(
+        TSVECTOR, Computed("to_tsvector('english', coalesce(content, ''))", persisted=True), deferred=True
+    )
+    # Filled after commit by the embedding queue; claimed_at marks a batch being embedded.
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(), deferred=True)
+    embedding_model: Mapped[str | None] = mapped_column(String)
+    embedding_dim: Mapped[int | None] = mapped_column(Integer)
+    embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    embed_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
 
 

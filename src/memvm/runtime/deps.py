@@ -1,10 +1,12 @@
 """What the runtime needs from the application, built once in the lifespan."""
 
-from dataclasses import dataclass
+import asyncio
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm.config import Settings
+from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.models import ModelSource
 
 
@@ -13,4 +15,7 @@ class RuntimeDeps:
     sessionmaker: async_sessionmaker[AsyncSession]
     lock_engine: AsyncEngine
     models: ModelSource
+    embedders: EmbedderRegistry
     settings: Settings
+    # Set after a step stores messages, so the embedding worker picks them up at once.
+    embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)

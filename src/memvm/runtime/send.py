@@ -2,9 +2,11 @@
 
 from collections.abc import AsyncIterator
 from contextlib import aclosing
+from datetime import UTC, datetime
 from typing import Any
 
 from memvm.db.uow import transaction
+from memvm.ids import new_id
 from memvm.messages import repository as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import SendRequest
@@ -13,22 +15,23 @@ from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.turn import Turn
 from memvm.runtime.turn_lock import agent_turn_lock
 
-# First item of every send stream: the lock is held and the turn has started, so errors from
-# here on are reported in-band; errors before it (unknown agent, busy agent) are plain HTTP errors.
-READY = {"message_type": "ping"}
+def ready(run_id: str | None = None) -> dict[str, Any]:
+    """First item of every send stream (a Letta `ping`): the lock is held and the turn has started,
+    so errors from here on are reported in-band; errors before it are plain HTTP errors."""
+    return {"message_type": "ping", "id": new_id("ping"), "date": datetime.now(UTC).isoformat(timespec="seconds"), "run_id": run_id}
 
 
 async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncIterator[dict[str, Any]]:
-    """READY, then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
+    """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
     async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
         replayed = await _stored_result(deps, agent_id, request)
         if replayed is not None:
-            yield READY
+            yield ready()
             for event in replayed:
                 yield event
             return
         turn = await Turn.start(deps, agent_id, request)
-        yield READY | {"run_id": turn.run_id}
+        yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:
             async for event in events:

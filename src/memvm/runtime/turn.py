@@ -7,8 +7,9 @@ No transaction is ever held across a model call.
 """
 
 import asyncio
+import json
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,8 @@ from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
-from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolSpec
+from memvm.archives.service import EmbeddingModel
+from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolCall, ToolSpec
 from memvm.messages import repository as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
@@ -33,7 +35,7 @@ from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
 from memvm.tools.context import ToolContext
 from memvm.tools.executor import ToolOutcome, execute
-from memvm.tools.specs import BUILTIN_SPECS, HEARTBEAT_AGENT_TYPES, with_heartbeat
+from memvm.tools.specs import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +89,7 @@ class Turn:
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
     streamed_message_id: str | None = None
+    embedding: EmbeddingModel | None = None
 
     @classmethod
     async def start(cls, deps: RuntimeDeps, agent_id: str, request: SendRequest) -> "Turn":
@@ -97,12 +100,13 @@ class Turn:
             window = await messages.in_context(session, agent_id)
             run = Run(id=new_id("run"), agent_id=agent_id, status="running")
             session.add(run)
+        embedder = deps.embedders.for_handle(agent.embedding)
         specs = [BUILTIN_SPECS[tool.name] for tool in attached if tool.name in BUILTIN_SPECS]
         if agent.agent_type in HEARTBEAT_AGENT_TYPES:
             specs = [with_heartbeat(spec) for spec in specs]
         return cls(deps=deps, agent=agent, agent_model=agent_model, run_id=run.id, request=request,
                    system_prompt=agent.compiled_system, tool_specs=specs, history=to_chat_all(window),
-                   pending_inputs=request.input_messages())
+                   pending_inputs=request.input_messages(), embedding=EmbeddingModel(embedder.model, embedder.dim))
 
     async def events(self) -> AsyncIterator[dict[str, Any]]:
         """Letta messages as each step is stored, then stop_reason and usage_statistics, and an
@@ -157,7 +161,9 @@ class Turn:
         self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
-        shown, stop_reason = await self._store_step(completion)
+        vectors = await self._embed_tool_inputs(completion)
+        shown, stop_reason = await self._store_step(completion, vectors)
+        self.deps.embedding_wakeup.set()
         for message in shown:
             for letta in to_letta(message, agent_type=self.agent.agent_type,
                                   include_compaction=self.request.include_compaction_messages):
@@ -217,7 +223,20 @@ class Turn:
             return StepEnd("context_window_overflow_in_system_prompt", f"{overflow.message} Compaction could not make room: {failure}")
         return StepEnd()
 
-    async def _store_step(self, completion: Completion) -> tuple[list[Message], str | None]:
+    async def _embed_tool_inputs(self, completion: Completion) -> dict[str, Sequence[float]]:
+        """Vectors for the texts this step's tool calls will search or store, computed now so no
+        embedding call runs inside the step's transaction. On failure the tools report it."""
+        texts = [text for call in completion.tool_calls if (text := _embedded_argument(call))]
+        if not texts:
+            return {}
+        try:
+            vectors = await self.deps.embedders.for_handle(self.agent.embedding).embed(texts)
+        except LLMError as failure:
+            log.warning("embedding tool inputs failed for agent %s: %s", self.agent.id, failure.message)
+            return {}
+        return dict(zip(texts, vectors, strict=True))
+
+    async def _store_step(self, completion: Completion, vectors: dict[str, Sequence[float]]) -> tuple[list[Message], str | None]:
         """One transaction: inputs (first step), the assistant message, every tool call's effects
         and result, and the heartbeat that hands control back. Returns what the client is shown
         and the stop reason (None: take another step)."""
@@ -230,7 +249,9 @@ class Turn:
                                 reasoning=completion.reasoning, tool_calls=_calls_json(completion) or None, **base)
             session.add_all([*stored, assistant])
             await session.flush()
-            shown = [assistant, *await self._run_tools(session, completion, base, step_id)]
+            context = ToolContext(session, self.agent.id, Actor("agent", self.agent.id, step_id), message_id=assistant.id,
+                                  run_id=self.run_id, timezone=self.agent.timezone, embedding=self.embedding, vectors=vectors)
+            shown = [assistant, *await self._run_tools(context, completion, base)]
             outcomes = self._last_outcomes
             self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
             stop_reason = policy.stop_reason(self.agent.agent_type, completion, outcomes, self.invalid_streak)
@@ -245,8 +266,7 @@ class Turn:
         self.history.extend(to_chat(message) for message in stored)
         return shown, stop_reason
 
-    async def _run_tools(self, session, completion: Completion, base: dict[str, str], step_id: str) -> list[Message]:
-        context = ToolContext(session, self.agent.id, Actor("agent", self.agent.id, step_id))
+    async def _run_tools(self, context: ToolContext, completion: Completion, base: dict[str, str]) -> list[Message]:
         allowed = frozenset(spec.name for spec in self.tool_specs)
         results, self._last_outcomes = [], []
         for call in completion.tool_calls:
@@ -254,7 +274,7 @@ class Turn:
             self._last_outcomes.append(outcome)
             results.append(Message(id=new_id("message"), role="tool", content=outcome.message, tool_status=outcome.status,
                                    tool_call_id=call.id, tool_name=call.name, **base))
-        session.add_all(results)
+        context.session.add_all(results)
         return results
 
     def _wanted(self, letta: dict[str, Any]) -> bool:
@@ -269,6 +289,15 @@ class Turn:
                 run.status, run.stop_reason = status, stop_reason
                 run.usage = self.usage.as_letta(self.run_id)
                 run.completed_at = datetime.now(UTC)
+
+
+def _embedded_argument(call: ToolCall) -> str | None:
+    name = EMBEDDED_ARGUMENTS.get(call.name)
+    try:
+        value = json.loads(call.arguments or "{}").get(name) if name else None
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, str) and value.strip() else None
 
 
 def _calls_json(completion: Completion) -> list[dict[str, str]]:

@@ -1,10 +1,13 @@
-"""What a tool handler gets: the step's transaction and who is acting."""
+"""What a tool handler gets: the step's transaction, who is acting, and vectors computed before
+the transaction opened (an embedding call never runs inside it)."""
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
+from memvm.archives.service import EmbeddingModel
 
 
 @dataclass(frozen=True)
@@ -12,3 +15,11 @@ class ToolContext:
     session: AsyncSession
     agent_id: str
     actor: Actor
+    message_id: str | None = None  # the assistant message whose tool calls are running
+    run_id: str | None = None  # the running turn
+    timezone: str = "UTC"
+    embedding: EmbeddingModel | None = None
+    vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)  # text → its embedding
+
+    def vector_for(self, text: str) -> Sequence[float] | None:
+        return self.vectors.get(text)

@@ -2,8 +2,12 @@
 
 import json
 
-from memvm.messages import search
+from memvm.errors import InvalidInput
+from memvm.search.conversation import QueryVector, search_messages
+from memvm.search.dates import parse_bound
 from memvm.tools.context import ToolContext
+
+SEARCHABLE_ROLES = ("user", "assistant", "tool")
 
 
 async def send_message(ctx: ToolContext, message: str) -> str:
@@ -18,10 +22,21 @@ async def conversation_search(
     start_date: str | None = None,
     end_date: str | None = None,
 ) -> str:
-    hits = await search.search_history(
-        ctx.session, ctx.agent_id, query=query, roles=roles, limit=limit or 5, start_date=start_date, end_date=end_date
+    """Hybrid (full text + meaning) over the history before this turn; full text alone if no
+    vector is at hand."""
+    unknown = sorted(set(roles or ()) - set(SEARCHABLE_ROLES))
+    if unknown:
+        raise InvalidInput(f"Unknown role(s) {', '.join(unknown)}; use {', '.join(SEARCHABLE_ROLES)}.")
+    values = ctx.vector_for(query)
+    vector = QueryVector(ctx.embedding.model, ctx.embedding.dim, values) if values is not None and ctx.embedding else None
+    hits = await search_messages(
+        ctx.session, agent_ids=[ctx.agent_id], query=query, vector=vector, roles=roles or (), limit=limit or 5,
+        exclude_run_id=ctx.run_id,
+        start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone) if start_date else None,
+        end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone) if end_date else None,
     )
     if not hits:
         return json.dumps({"message": "No results found.", "results": []})
-    results = [{"timestamp": hit.created_at.isoformat(timespec="seconds"), "role": hit.role, "content": hit.content} for hit in hits]
+    results = [{"timestamp": h.message.created_at.isoformat(timespec="seconds"), "role": h.message.role,
+                "content": h.message.content, "relevance": round(h.score.rrf_score, 5)} for h in hits]
     return json.dumps({"message": f"Showing {len(results)} results:", "results": results}, ensure_ascii=False)

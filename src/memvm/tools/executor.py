@@ -9,7 +9,7 @@ from typing import Any, Literal, get_args, get_origin
 
 from memvm.errors import DomainError
 from memvm.llm.types import ToolCall
-from memvm.tools import conversation_tools, memory_command, memory_tools
+from memvm.tools import archival_tools, conversation_tools, memory_command, memory_tools
 from memvm.tools.context import ToolContext
 from memvm.tools.schemas import RETURN_CHAR_LIMIT
 from memvm.tools.specs import TERMINAL_TOOLS
@@ -27,6 +27,8 @@ HANDLERS: dict[str, Handler] = {
     "memory_finish_edits": memory_tools.memory_finish_edits,
     "memory_apply_patch": memory_tools.memory_apply_patch,
     "memory": memory_command.memory,
+    "archival_memory_insert": archival_tools.archival_memory_insert,
+    "archival_memory_search": archival_tools.archival_memory_search,
 }
 
 

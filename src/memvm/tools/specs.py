@@ -78,6 +78,28 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "not small edits.",
             _object({"label": _LABEL, "new_memory": _string("The complete new content of the block." + _NO_NUMBERS)}, ["label", "new_memory"]),
         ),
+        ToolSpec(
+            "archival_memory_insert",
+            "Store a piece of text in archival memory: long-term storage outside your context window, searchable "
+            "by meaning later. Write self-contained text; add tags to group related entries.",
+            _object({"content": _string("The text to store."),
+                     "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags."}}, ["content"]),
+        ),
+        ToolSpec(
+            "archival_memory_search",
+            "Search archival memory by meaning. Returns the closest passages with their relevance, timestamps and tags.",
+            _object(
+                {
+                    "query": _string("What to look for, in natural language."),
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "Only passages with these tags."},
+                    "tag_match_mode": {"type": "string", "enum": ["any", "all"], "description": "any (default): at least one tag; all: every tag."},
+                    "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many results (default 5)."},
+                    "start_datetime": _string("Only passages created at or after this ISO date or datetime."),
+                    "end_datetime": _string("Only passages created at or before this ISO date or datetime."),
+                },
+                ["query"],
+            ),
+        ),
         ToolSpec("memory_finish_edits", "Call when you have finished editing memory. Ends your turn.", _object({}, [])),
         ToolSpec(
             "memory_apply_patch",
@@ -125,7 +147,12 @@ TOOL_TYPES = {
     "memory_apply_patch": "letta_memory_core",
     "memory_rethink": "letta_sleeptime_core",
     "memory_finish_edits": "letta_sleeptime_core",
+    "archival_memory_insert": "letta_core",
+    "archival_memory_search": "letta_core",
 }
+
+# Tool arguments whose text must be embedded before the step's transaction opens.
+EMBEDDED_ARGUMENTS = {"archival_memory_insert": "content", "archival_memory_search": "query", "conversation_search": "query"}
 
 DEFAULT_TOOLS = {
     "letta_v1_agent": ("conversation_search", "memory_replace", "memory_insert"),

@@ -1,0 +1,155 @@
+from datetime import datetime
+from zoneinfo import ZoneInfo
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+
+from memvm.api.deps import AgentId, TransactionDep, page_params
+from memvm.archives import service
+from memvm.archives.schemas import ArchiveCreate, ArchiveRead, ArchiveUpdate, PassageBatchCreate, PassageCreate, PassageRead, SearchFilters
+from memvm.archives.service import EmbeddingModel
+from memvm.db.pagination import PageRequest
+from memvm.ids import id_pattern
+from memvm.runtime import archival
+
+router = APIRouter(tags=["archival memory"])
+ArchiveId = Annotated[str, Path(pattern=id_pattern("archive"), description="archive-<uuid4>")]
+PassageId = Annotated[str, Path(pattern=id_pattern("passage"), description="passage-<uuid4>")]
+
+
+@router.post("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
+async def insert_passage(agent_id: AgentId, body: PassageCreate, request: Request) -> list[PassageRead]:
+    """Store a passage in the agent's archival memory (its default archive, created on first use)."""
+    return [PassageRead.of(p) for p in await archival.insert_for_agent(request.app.state.runtime, agent_id, [body])]
+
+
+@router.get("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
+async def list_passages(
+    agent_id: AgentId,
+    tx: TransactionDep,
+    search: str | None = Query(None, description="Case-insensitive substring of the text."),
+    after: str | None = Query(None, description="Passages created after this passage id."),
+    before: str | None = Query(None, description="Passages created before this passage id."),
+    limit: int = Query(100, ge=1, le=1000),
+    ascending: bool = True,
+) -> list[PassageRead]:
+    """Passages in every archive the agent reads, oldest first by default."""
+    async with tx() as session:
+        rows = await service.list_agent_passages(session, agent_id, search=search, after=after, before=before, limit=limit,
+                                                 ascending=ascending)
+    return [PassageRead.of(p) for p in rows]
+
+
+@router.get("/v1/agents/{agent_id}/archival-memory/search")
+async def search_agent_passages(
+    agent_id: AgentId,
+    request: Request,
+    query: str,
+    tags: Annotated[list[str] | None, Query()] = None,
+    tag_match_mode: Literal["any", "all"] = "any",
+    top_k: int = Query(5, ge=1, le=100),
+    start_datetime: str | None = None,
+    end_datetime: str | None = None,
+) -> dict[str, Any]:
+    """Nearest passages by meaning; tag and date filters apply before the limit, so top_k is met when enough match."""
+    filters = SearchFilters(query=query, tags=tags or [], tag_match_mode=tag_match_mode, top_k=top_k,
+                            start_datetime=start_datetime, end_datetime=end_datetime)
+    hits, timezone = await archival.search_for_agent(request.app.state.runtime, agent_id, filters)
+    results = [{"id": h.passage.id, "content": h.passage.text, "tags": h.passage.tags, "relevance": round(h.relevance, 6),
+                "timestamp": _in_zone(h.passage.created_at, timezone)} for h in hits]
+    return {"results": results, "count": len(results)}
+
+
+@router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
+async def delete_passage(agent_id: AgentId, memory_id: Annotated[str, Path(pattern=id_pattern("passage"))], tx: TransactionDep) -> dict[str, str]:
+    """Delete a passage from one of this agent's archives."""
+    async with tx() as session:
+        await service.delete_agent_passage(session, agent_id, memory_id)
+    return {"message": f"Memory id={memory_id} successfully deleted"}
+
+
+@router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}")
+async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Request) -> None:
+    """Share an archive with the agent; its embedding model must be the agent's."""
+    await archival.attach_for_agent(request.app.state.runtime, agent_id, archive_id)
+
+
+@router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}")
+async def detach_archive(agent_id: AgentId, archive_id: ArchiveId, tx: TransactionDep) -> None:
+    """Stop the agent reading an archive; the archive and its passages remain."""
+    async with tx() as session:
+        await service.detach_archive(session, agent_id, archive_id)
+
+
+@router.post("/v1/archives/", response_model=ArchiveRead)
+async def create_archive(body: ArchiveCreate, request: Request, tx: TransactionDep) -> ArchiveRead:
+    """Create an archive; its embedding model is fixed from now on."""
+    embedder = request.app.state.runtime.embedders.for_handle(body.embedding)
+    async with tx() as session:
+        return ArchiveRead.of(await service.create_archive(session, body, EmbeddingModel(embedder.model, embedder.dim)))
+
+
+@router.get("/v1/archives/", response_model=list[ArchiveRead])
+async def list_archives(
+    tx: TransactionDep,
+    page: Annotated[PageRequest, Depends(page_params(50, "desc"))],
+    name: str | None = None,
+    agent_id: str | None = None,
+) -> list[ArchiveRead]:
+    """Archives, newest first; filter by name or by an agent that reads them."""
+    async with tx() as session:
+        return [ArchiveRead.of(a) for a in await service.list_archives(session, page, name=name, agent_id=agent_id)]
+
+
+@router.get("/v1/archives/{archive_id}", response_model=ArchiveRead)
+async def retrieve_archive(archive_id: ArchiveId, tx: TransactionDep) -> ArchiveRead:
+    """One archive."""
+    async with tx() as session:
+        return ArchiveRead.of(await service.get_archive(session, archive_id))
+
+
+@router.patch("/v1/archives/{archive_id}", response_model=ArchiveRead)
+async def update_archive(archive_id: ArchiveId, body: ArchiveUpdate, tx: TransactionDep) -> ArchiveRead:
+    """Rename or redescribe an archive."""
+    async with tx() as session:
+        return ArchiveRead.of(await service.update_archive(session, archive_id, body))
+
+
+@router.delete("/v1/archives/{archive_id}", status_code=204)
+async def delete_archive(archive_id: ArchiveId, tx: TransactionDep) -> Response:
+    """Delete an archive and all its passages."""
+    async with tx() as session:
+        await service.delete_archive(session, archive_id)
+    return Response(status_code=204)
+
+
+@router.get("/v1/archives/{archive_id}/agents")
+async def list_archive_agents(archive_id: ArchiveId, tx: TransactionDep) -> list[dict[str, str]]:
+    """Ids of the agents that read this archive."""
+    async with tx() as session:
+        return [{"id": agent_id} for agent_id in await service.agents_of_archive(session, archive_id)]
+
+
+@router.post("/v1/archives/{archive_id}/passages", response_model=PassageRead)
+async def create_archive_passage(archive_id: ArchiveId, body: PassageCreate, request: Request) -> PassageRead:
+    """Add one passage to an archive."""
+    [passage] = await archival.insert_into_archive(request.app.state.runtime, archive_id, [body])
+    return PassageRead.of(passage)
+
+
+@router.post("/v1/archives/{archive_id}/passages/batch", response_model=list[PassageRead])
+async def create_archive_passages(archive_id: ArchiveId, body: PassageBatchCreate, request: Request) -> list[PassageRead]:
+    """Add up to 1000 passages to an archive in one transaction."""
+    return [PassageRead.of(p) for p in await archival.insert_into_archive(request.app.state.runtime, archive_id, body.passages)]
+
+
+@router.delete("/v1/archives/{archive_id}/passages/{passage_id}", status_code=204)
+async def delete_archive_passage(archive_id: ArchiveId, passage_id: PassageId, tx: TransactionDep) -> Response:
+    """Delete one passage of an archive."""
+    async with tx() as session:
+        await service.delete_archive_passages(session, archive_id, [passage_id])
+    return Response(status_code=204)
+
+
+def _in_zone(moment: datetime, timezone: str) -> str:
+    return moment.astimezone(ZoneInfo(timezone)).isoformat(timespec="seconds")

@@ -1,0 +1,55 @@
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvm.runtime.recall import search_history
+from memvm.search.conversation import MessageHit
+
+router = APIRouter(tags=["search"])
+
+
+class MessageSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: str = ""
+    search_mode: Literal["hybrid", "vector", "fts"] = "hybrid"
+    agent_id: str | None = Field(None, pattern=r"^agent-")
+    roles: list[Literal["user", "assistant", "tool", "system"]] = Field(default_factory=list)
+    limit: int = Field(50, ge=1, le=100)
+    start_date: str | None = None
+    end_date: str | None = None
+
+
+@router.post("/v1/messages/search")
+async def search_messages(body: MessageSearch, request: Request) -> list[dict[str, Any]]:
+    """Search stored messages (hybrid full text + meaning by default); best match first."""
+    hits = await _search(request, body)
+    return [_listed(hit) for hit in hits]
+
+
+@router.post("/v1/agents/messages/search")
+async def search_messages_ranked(body: MessageSearch, request: Request) -> list[dict[str, Any]]:
+    """Search stored messages with their ranks: fts_rank, vector_rank and the fused rrf_score."""
+    hits = await _search(request, body)
+    return [{"embedded_text": hit.message.content, "message": _raw(hit), "fts_rank": hit.score.fts_rank,
+             "vector_rank": hit.score.vector_rank, "rrf_score": hit.score.rrf_score} for hit in hits]
+
+
+async def _search(request: Request, body: MessageSearch) -> list[MessageHit]:
+    return await search_history(request.app.state.runtime, query=body.query, agent_id=body.agent_id, mode=body.search_mode,
+                                roles=list(body.roles), start_date=body.start_date, end_date=body.end_date, limit=body.limit)
+
+
+def _listed(hit: MessageHit) -> dict[str, Any]:
+    message = hit.message
+    message_type = {"user": "user_message", "assistant": "assistant_message", "system": "system_message"}.get(message.role, "tool_return_message")
+    return {"message_type": message_type, "message_id": message.id, "agent_id": message.agent_id, "conversation_id": None,
+            "created_at": message.created_at.isoformat(), "content": message.content or ""}
+
+
+def _raw(hit: MessageHit) -> dict[str, Any]:
+    message = hit.message
+    return {"id": message.id, "agent_id": message.agent_id, "role": message.role, "content": message.content,
+            "tool_call_id": message.tool_call_id, "name": message.tool_name, "created_at": message.created_at.isoformat(),
+            "run_id": message.run_id, "step_id": message.step_id}

@@ -1,0 +1,1 @@
+"""Archival memory: archives, passages, and which agents can read them."""

@@ -1,0 +1,84 @@
+"""All archive and passage SQL."""
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from sqlalchemy import Select, delete, func, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.orm import AgentArchive, Archive, Passage
+
+
+def archives_query(*, name: str | None, agent_id: str | None) -> Select:
+    query = select(Archive)
+    if name is not None:
+        query = query.where(Archive.name == name)
+    if agent_id is not None:
+        query = query.join(AgentArchive, AgentArchive.archive_id == Archive.id).where(AgentArchive.agent_id == agent_id)
+    return query
+
+
+async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
+    query = archives_query(name=None, agent_id=agent_id).order_by(AgentArchive.position)
+    return list(await session.scalars(query))
+
+
+async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
+    return list(await session.scalars(select(AgentArchive.agent_id).where(AgentArchive.archive_id == archive_id)))
+
+
+async def link(session: AsyncSession, agent_id: str, archive_id: str) -> AgentArchive | None:
+    return await session.get(AgentArchive, (agent_id, archive_id))
+
+
+async def unlink(session: AsyncSession, agent_id: str, archive_id: str) -> int:
+    result = await session.execute(
+        delete(AgentArchive).where(AgentArchive.agent_id == agent_id, AgentArchive.archive_id == archive_id)
+    )
+    return result.rowcount
+
+
+def agent_archive_ids(agent_id: str) -> Select:
+    return select(AgentArchive.archive_id).where(AgentArchive.agent_id == agent_id)
+
+
+async def passage_of_agent(session: AsyncSession, agent_id: str, passage_id: str) -> Passage | None:
+    query = select(Passage).where(Passage.id == passage_id, Passage.archive_id.in_(agent_archive_ids(agent_id)))
+    return await session.scalar(query)
+
+
+async def agent_passages(
+    session: AsyncSession,
+    agent_id: str,
+    *,
+    search: str | None,
+    limit: int,
+    ascending: bool,
+    before: datetime | None,
+    after: datetime | None,
+) -> list[Passage]:
+    query = select(Passage).where(Passage.archive_id.in_(agent_archive_ids(agent_id)))
+    if search:
+        query = query.where(Passage.text.icontains(search, autoescape=True))
+    if before is not None:
+        query = query.where(Passage.created_at < before)
+    if after is not None:
+        query = query.where(Passage.created_at > after)
+    order = (Passage.created_at.asc(), Passage.id.asc()) if ascending else (Passage.created_at.desc(), Passage.id.desc())
+    return list(await session.scalars(query.order_by(*order).limit(limit)))
+
+
+async def stats(session: AsyncSession, agent_id: str) -> tuple[int, tuple[str, ...]]:
+    """Passage count and distinct tags over the agent's archives (for <memory_metadata>)."""
+    ids = agent_archive_ids(agent_id)
+    count = await session.scalar(select(func.count()).select_from(Passage).where(Passage.archive_id.in_(ids))) or 0
+    if count == 0:
+        return 0, ()
+    all_tags = select(func.unnest(Passage.tags).label("tag")).where(Passage.archive_id.in_(ids)).subquery()
+    tags = await session.scalars(select(all_tags.c.tag).distinct().order_by(all_tags.c.tag).limit(100))
+    return count, tuple(tags)
+
+
+async def delete_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> int:
+    result = await session.execute(delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)))
+    return result.rowcount

@@ -1,0 +1,166 @@
+"""Archives and passages. Vectors are computed by the caller before the transaction opens (an
+embedding call never holds a transaction); every write recompiles the prompts of the agents
+that read the archive, so their <memory_metadata> counts stay true."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.actors import Actor
+from memvm.agents import service as agents
+from memvm.agents.compile import recompile_agents
+from memvm.archives import repository
+from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate
+from memvm.db.pagination import PageRequest, fetch_page
+from memvm.errors import Conflict, NotFound
+from memvm.ids import new_id
+from memvm.orm import Agent, AgentArchive, Archive, Passage
+
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """The model an archive's vectors come from (an Embedder's `model` and `dim`)."""
+
+    model: str
+    dim: int
+
+
+async def create_archive(session: AsyncSession, data: ArchiveCreate, model: EmbeddingModel) -> Archive:
+    archive = Archive(id=new_id("archive"), name=data.name, description=data.description,
+                      embedding_model=model.model, embedding_dim=model.dim, metadata_=data.metadata)
+    session.add(archive)
+    await session.flush()
+    return archive
+
+
+async def get_archive(session: AsyncSession, archive_id: str) -> Archive:
+    archive = await session.get(Archive, archive_id)
+    if archive is None:
+        raise NotFound(f"Archive {archive_id!r} not found.")
+    return archive
+
+
+async def list_archives(session: AsyncSession, page: PageRequest, *, name: str | None, agent_id: str | None) -> list[Archive]:
+    return await fetch_page(session, repository.archives_query(name=name, agent_id=agent_id), Archive, page)
+
+
+async def update_archive(session: AsyncSession, archive_id: str, data: ArchiveUpdate) -> Archive:
+    archive = await get_archive(session, archive_id)
+    for field, value in data.model_dump(exclude_unset=True, exclude_none=True).items():
+        setattr(archive, field, value)
+    await session.flush()
+    return archive
+
+
+async def delete_archive(session: AsyncSession, archive_id: str) -> None:
+    archive = await get_archive(session, archive_id)
+    readers = await repository.agent_ids_of(session, archive_id)
+    await session.delete(archive)
+    await session.flush()
+    await recompile_agents(session, readers)
+
+
+async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
+    await agents.get_agent(session, agent_id)
+    return await repository.archives_of(session, agent_id)
+
+
+async def attach_archive(session: AsyncSession, agent_id: str, archive_id: str, agent_model: EmbeddingModel) -> None:
+    """Share an archive with an agent. Its vectors must come from the agent's embedding model:
+    search compares like with like, so mixing models is refused."""
+    agent = await agents.get_agent(session, agent_id, lock=True)
+    archive = await get_archive(session, archive_id)
+    if archive.embedding_model != agent_model.model:
+        raise Conflict(
+            f"Archive {archive_id!r} holds vectors of {archive.embedding_model!r} but agent {agent_id!r} embeds with "
+            f"{agent_model.model!r}. Attach archives of the same model, or create the agent with embedding={archive.embedding_model!r}."
+        )
+    if await repository.link(session, agent_id, archive_id) is None:
+        session.add(AgentArchive(agent_id=agent.id, archive_id=archive_id))
+        await session.flush()
+        await recompile_agents(session, [agent_id])
+
+
+async def detach_archive(session: AsyncSession, agent_id: str, archive_id: str) -> None:
+    agent = await agents.get_agent(session, agent_id, lock=True)
+    if await repository.unlink(session, agent_id, archive_id) == 0:
+        raise NotFound(f"Archive {archive_id!r} is not attached to agent {agent_id!r}.")
+    if agent.default_archive_id == archive_id:
+        agent.default_archive_id = None
+    await session.flush()
+    await recompile_agents(session, [agent_id])
+
+
+async def write_archive(session: AsyncSession, agent: Agent, model: EmbeddingModel) -> Archive:
+    """The archive an agent's inserts go to, created (and attached) on first use."""
+    if agent.default_archive_id is not None:
+        return await get_archive(session, agent.default_archive_id)
+    archive = await create_archive(session, ArchiveCreate(name=f"{agent.name}'s Archive"), model)
+    session.add(AgentArchive(agent_id=agent.id, archive_id=archive.id))
+    agent.default_archive_id = archive.id
+    await session.flush()
+    return archive
+
+
+async def insert_passages(
+    session: AsyncSession,
+    archive: Archive,
+    items: Sequence[tuple[PassageCreate, list[float]]],
+    *,
+    model: EmbeddingModel,
+    writer: Actor,
+    source_message_id: str | None = None,
+) -> list[Passage]:
+    if model.model != archive.embedding_model:
+        raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
+    passages = [
+        Passage(id=new_id("passage"), archive_id=archive.id, text=item.text, embedding=vector, embedding_model=model.model,
+                embedding_dim=model.dim, tags=sorted(set(item.tags)), metadata_=item.metadata, writer_type=writer.type,
+                writer_id=writer.id, step_id=writer.step_id, source_message_id=source_message_id,
+                **({"created_at": item.created_at} if item.created_at else {}))
+        for item, vector in items
+    ]
+    session.add_all(passages)
+    await session.flush()
+    await recompile_agents(session, await repository.agent_ids_of(session, archive.id))
+    return passages
+
+
+async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id: str) -> None:
+    """Delete a passage, but only one in an archive this agent reads."""
+    await agents.get_agent(session, agent_id)
+    passage = await repository.passage_of_agent(session, agent_id, passage_id)
+    if passage is None:
+        raise NotFound(f"Passage {passage_id!r} is not in any archive of agent {agent_id!r}.")
+    await delete_archive_passages(session, passage.archive_id, [passage_id])
+
+
+async def delete_archive_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> None:
+    if await repository.delete_passages(session, archive_id, passage_ids) == 0:
+        raise NotFound(f"Passage {passage_ids[0]!r} not found in archive {archive_id!r}.")
+    await recompile_agents(session, await repository.agent_ids_of(session, archive_id))
+
+
+async def list_agent_passages(
+    session: AsyncSession, agent_id: str, *, search: str | None, after: str | None, before: str | None, limit: int, ascending: bool
+) -> list[Passage]:
+    """Passages of every archive the agent reads; `after`/`before` are passage ids bounding the range in time."""
+    await agents.get_agent(session, agent_id)
+    bounds = {name: await _created_at(session, value) for name, value in (("after", after), ("before", before))}
+    return await repository.agent_passages(session, agent_id, search=search, limit=limit, ascending=ascending, **bounds)
+
+
+async def agents_of_archive(session: AsyncSession, archive_id: str) -> list[str]:
+    await get_archive(session, archive_id)
+    return await repository.agent_ids_of(session, archive_id)
+
+
+async def _created_at(session: AsyncSession, passage_id: str | None) -> datetime | None:
+    if passage_id is None:
+        return None
+    passage = await session.get(Passage, passage_id)
+    if passage is None:
+        raise NotFound(f"Cursor passage {passage_id!r} not found; pass the id of a passage from a previous page.")
+    return passage.created_at

@@ -1,0 +1,85 @@
+"""Embedder over any OpenAI-compatible /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI, …)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import openai
+
+from memvm.embeddings.ports import EmbeddingDimensionMismatch
+from memvm.errors import LLMError, LLMRejected
+from memvm.llm.openai_chat import OpenAIChatModel, RetryPolicy, Sleep
+
+DEFAULT_BATCH_SIZE = 64
+
+
+class OpenAIEmbedder:
+    """memvm.embeddings.ports.Embedder over one openai.AsyncOpenAI client (built with max_retries=0:
+    retries are ours, with the same bounded policy and error mapping as chat)."""
+
+    def __init__(
+        self,
+        client: openai.AsyncOpenAI,
+        model: str,
+        dim: int,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        *,
+        handle: str | None = None,
+        send_dimensions: bool = False,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Sleep = asyncio.sleep,
+    ) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be positive, got {dim}")
+        self._client = client
+        self._wire_model = model  # what the server calls it
+        self.model = handle or model  # what we store with each vector
+        self.dim = dim
+        self._batch_size = max(1, batch_size)
+        self._send_dimensions = send_dimensions  # only when configured: ada-002 and most servers refuse it
+        # Thin adapter: the chat model's retry loop and SDK-error → LLMError mapping, reused as is.
+        self._calls = OpenAIChatModel(client, retry=retry, sleep=sleep)
+
+    @property
+    def endpoint(self) -> str:
+        return str(self._client.base_url).rstrip("/")
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        if isinstance(texts, str):  # a str is a Sequence[str]: one vector per character is never meant
+            raise TypeError("embed() takes a sequence of texts, not one str")
+        vectors: list[list[float]] = []
+        for start in range(0, len(texts), self._batch_size):
+            vectors += await self._embed_batch(list(texts[start : start + self._batch_size]))
+        return vectors
+
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        kwargs: dict[str, Any] = {"model": self._wire_model, "input": texts, "encoding_format": "float"}
+        if self._send_dimensions:
+            kwargs["dimensions"] = self.dim
+
+        async def call() -> Any:
+            return await self._client.embeddings.create(**kwargs)
+
+        try:
+            response = await self._calls._with_retries(self._wire_model, call)
+        except LLMError as exc:
+            raise type(exc)(f"Embedding request failed: {exc.message}") from exc
+        return self._vectors(response, len(texts))
+
+    def _vectors(self, response: Any, expected: int) -> list[list[float]]:
+        where = f"embedding model {self._wire_model!r} at {self.endpoint}"
+        data = sorted(response.data or (), key=lambda item: item.index)  # servers may reorder
+        if len(data) != expected:
+            raise LLMRejected(f"The {where} returned {len(data)} vectors for {expected} inputs")
+        matrix = np.asarray([item.embedding for item in data], dtype=np.float64)
+        if matrix.ndim != 2 or matrix.shape[1] != self.dim:
+            got = matrix.shape[1] if matrix.ndim == 2 else "ragged"
+            raise EmbeddingDimensionMismatch(
+                f"The {where} returned {got}-dimensional vectors but {self.dim} are configured; "
+                f"set the embedding dimension (MEMVM_EMBEDDING_DIM) to the model's size."
+            )
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return (matrix / np.maximum(norms, 1e-12)).tolist()

@@ -1,0 +1,24 @@
+"""What memory search needs of an embedding model. Implementations: local.py (offline default),
+openai_embedder.py (any OpenAI-compatible /v1/embeddings endpoint)."""
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from memvm.errors import LLMError
+
+
+class Embedder(Protocol):
+    # Stored with every vector: vectors of two different models (or dims) are never compared.
+    model: str
+    dim: int
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One L2-normalised vector of `dim` floats per text, in order; [] for no texts."""
+
+
+class EmbeddingModelError(RuntimeError):
+    """The local model files are missing or are not the files we checked (an install problem)."""
+
+
+class EmbeddingDimensionMismatch(LLMError):
+    """The embedding endpoint returned vectors of another size than configured."""

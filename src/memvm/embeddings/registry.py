@@ -1,0 +1,112 @@
+"""Embedding handles ("provider/model") → Embedder instances, cached for the process."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+import openai
+
+from memvm.embeddings.local import MODEL_ID as LOCAL_MODEL_ID
+from memvm.embeddings.local import shared_local_embedder
+from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
+from memvm.embeddings.ports import Embedder
+from memvm.errors import InvalidInput
+from memvm.llm.openai_chat import PLACEHOLDER_API_KEY, RetryPolicy, Sleep
+
+DEFAULT_EMBEDDING_HANDLE = LOCAL_MODEL_ID
+
+# Sizes of well-known models, so the common case needs no MEMVM_EMBEDDING_DIM.
+KNOWN_DIMS = {"text-embedding-3-small": 1536, "text-embedding-ada-002": 1536, "text-embedding-3-large": 3072}
+
+
+class EmbedderRegistry:
+    def __init__(
+        self,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dim: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        retry: RetryPolicy = RetryPolicy(),
+        sleep: Sleep = asyncio.sleep,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self._base_url = base_url
+        self._api_key = api_key or PLACEHOLDER_API_KEY
+        self._dim = dim
+        self._batch_size = batch_size
+        self._retry = retry
+        self._sleep = sleep
+        self._http_client = http_client
+        self._client: openai.AsyncOpenAI | None = None
+        self._remote: dict[str, OpenAIEmbedder] = {}
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> EmbedderRegistry:
+        """embedding_* settings, falling back to the chat endpoint's URL and key when unset."""
+
+        def secret(value: Any) -> str | None:
+            return value.get_secret_value() if hasattr(value, "get_secret_value") else value
+
+        return cls(
+            base_url=getattr(settings, "embedding_base_url", None) or settings.openai_base_url,
+            api_key=secret(getattr(settings, "embedding_api_key", None)) or secret(settings.openai_api_key),
+            dim=getattr(settings, "embedding_dim", None),
+            batch_size=getattr(settings, "embedding_batch_size", None) or DEFAULT_BATCH_SIZE,
+            retry=RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds),
+        )
+
+    def for_handle(self, handle: str | None) -> Embedder:
+        if handle is None or handle.lower() == LOCAL_MODEL_ID.lower():
+            return shared_local_embedder()
+        provider, _, model = handle.partition("/")
+        if not provider or not model:
+            raise InvalidInput(
+                f"Invalid embedding handle {handle!r}: expected 'provider/model', "
+                f"e.g. {DEFAULT_EMBEDDING_HANDLE!r} or 'openai/text-embedding-3-small'"
+            )
+        if provider.lower() == "local":
+            raise InvalidInput(
+                f"Unknown local embedding model {handle!r}; the only one is {DEFAULT_EMBEDDING_HANDLE!r}"
+            )
+        embedder = self._remote.get(handle)
+        if embedder is None:
+            embedder = self._remote[handle] = self._build(handle, model)
+        return embedder
+
+    def _build(self, handle: str, model: str) -> OpenAIEmbedder:
+        dim = self._dim or KNOWN_DIMS.get(model)
+        if dim is None:
+            raise InvalidInput(
+                f"The dimension of embedding model {handle!r} is not known; set MEMVM_EMBEDDING_DIM to its vector size"
+            )
+        return OpenAIEmbedder(
+            self._openai_client(),
+            model,
+            dim,
+            self._batch_size,
+            handle=handle,
+            send_dimensions=self._dim is not None,
+            retry=self._retry,
+            sleep=self._sleep,
+        )
+
+    def _openai_client(self) -> openai.AsyncOpenAI:
+        if self._client is None:
+            # Same options as ChatModelFactory: SDK retries off (ours apply), the policy's timeout.
+            options: dict[str, Any] = {"api_key": self._api_key, "max_retries": 0, "timeout": self._retry.timeout}
+            if self._base_url is not None:
+                options["base_url"] = self._base_url
+            if self._http_client is not None:
+                options["http_client"] = self._http_client
+            self._client = openai.AsyncOpenAI(**options)
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP client; the shared local model stays loaded for the process."""
+        client, self._client = self._client, None
+        self._remote.clear()
+        if client is not None:
+            await client.close()

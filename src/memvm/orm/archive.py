@@ -1,0 +1,57 @@
+"""Archival memory: archives (shareable between agents) and their passages."""
+
+from datetime import datetime
+from typing import Any
+
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memvm.db.base import Base, Timestamps
+from memvm.orm.vector_index import hnsw_indexes
+
+
+class Archive(Timestamps, Base):
+    """A group of passages. All its passages use one embedding model, fixed at creation."""
+
+    __tablename__ = "archive"
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    description: Mapped[str | None] = mapped_column(Text)
+    embedding_model: Mapped[str] = mapped_column(String)
+    embedding_dim: Mapped[int] = mapped_column(Integer)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
+
+
+class AgentArchive(Base):
+    __tablename__ = "agent_archive"
+
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"), primary_key=True, index=True)
+    position: Mapped[int] = mapped_column(BigInteger, Identity())
+
+
+class Passage(Base):
+    __tablename__ = "passage"
+    __table_args__ = (
+        Index("ix_passage_archive_id_created_at", "archive_id", "created_at"),
+        Index("ix_passage_tags", "tags", postgresql_using="gin"),
+        *hnsw_indexes("passage"),
+    )
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"))
+    text: Mapped[str] = mapped_column(Text)
+    embedding: Mapped[list[float]] = mapped_column(Vector())
+    embedding_model: Mapped[str] = mapped_column(String)
+    embedding_dim: Mapped[int] = mapped_column(Integer)
+    tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
+    # Provenance: who wrote it (an agent's step, or an API caller), and from which message.
+    writer_type: Mapped[str] = mapped_column(String)
+    writer_id: Mapped[str | None] = mapped_column(String)
+    step_id: Mapped[str | None] = mapped_column(String)
+    source_message_id: Mapped[str | None] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())

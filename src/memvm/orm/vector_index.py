@@ -1,0 +1,19 @@
+"""HNSW indexes over a dimension-less `vector` column: one partial expression index per common
+dimension, so vectors of any model can share a table and every model dimension listed here is
+searched through an index (others fall back to an exact scan)."""
+
+from sqlalchemy import Index, text
+
+INDEXED_DIMENSIONS = (384, 768, 1024, 1536)
+
+
+def hnsw_indexes(table: str) -> tuple[Index, ...]:
+    return tuple(
+        Index(
+            f"ix_{table}_embedding_{dim}",
+            text(f"(embedding::vector({dim})) vector_cosine_ops"),
+            postgresql_using="hnsw",
+            postgresql_where=text(f"embedding_dim = {dim}"),
+        )
+        for dim in INDEXED_DIMENSIONS
+    )

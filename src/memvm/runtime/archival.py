@@ -1,0 +1,74 @@
+"""Archival operations that need an embedding: the vector is computed before the transaction
+opens (one read-only transaction to learn which model applies, then one that writes)."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from memvm.actors import API_ACTOR
+from memvm.agents import service as agents
+from memvm.archives import repository
+from memvm.archives import service as archives
+from memvm.archives.schemas import PassageCreate, SearchFilters
+from memvm.archives.service import EmbeddingModel
+from memvm.db.uow import transaction
+from memvm.orm import Passage
+from memvm.runtime.deps import RuntimeDeps
+from memvm.search.archival import PassageHit, search_passages
+from memvm.search.dates import parse_bound
+
+
+async def _agent_embedder(deps: RuntimeDeps, agent_id: str):
+    async with transaction(deps.sessionmaker) as session:
+        agent = await agents.get_agent(session, agent_id)
+    return deps.embedders.for_handle(agent.embedding)
+
+
+async def insert_for_agent(deps: RuntimeDeps, agent_id: str, items: Sequence[PassageCreate]) -> list[Passage]:
+    """Into the agent's default archive (created on first use)."""
+    embedder = await _agent_embedder(deps, agent_id)
+    vectors = await embedder.embed([item.text for item in items])
+    async with transaction(deps.sessionmaker) as session:
+        agent = await agents.get_agent(session, agent_id, lock=True)
+        archive = await archives.write_archive(session, agent, EmbeddingModel(embedder.model, embedder.dim))
+        return await archives.insert_passages(session, archive, list(zip(items, vectors, strict=True)),
+                                              model=EmbeddingModel(embedder.model, embedder.dim), writer=API_ACTOR)
+
+
+async def insert_into_archive(deps: RuntimeDeps, archive_id: str, items: Sequence[PassageCreate]) -> list[Passage]:
+    async with transaction(deps.sessionmaker) as session:
+        archive = await archives.get_archive(session, archive_id)
+    embedder = deps.embedders.for_handle(archive.embedding_model)
+    vectors = await embedder.embed([item.text for item in items])
+    async with transaction(deps.sessionmaker) as session:
+        archive = await archives.get_archive(session, archive_id)
+        return await archives.insert_passages(session, archive, list(zip(items, vectors, strict=True)),
+                                              model=EmbeddingModel(embedder.model, embedder.dim), writer=API_ACTOR)
+
+
+async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilters) -> tuple[list[PassageHit], str]:
+    """Hits across every archive the agent reads, and the agent's timezone for timestamps."""
+    embedder = await _agent_embedder(deps, agent_id)
+    [vector] = await embedder.embed([filters.query]) if filters.query.strip() else [None]
+    async with transaction(deps.sessionmaker) as session:
+        agent = await agents.get_agent(session, agent_id)
+        archive_ids = [a.id for a in await repository.archives_of(session, agent_id)]
+        if vector is None or not archive_ids:
+            return [], agent.timezone
+        return await search_passages(
+            session, archive_ids=archive_ids, model=embedder.model, dim=embedder.dim, query_vector=vector,
+            top_k=filters.top_k, tags=filters.tags, match_all_tags=filters.tag_match_mode == "all",
+            start=_bound(filters.start_datetime, "start_datetime", False, agent.timezone),
+            end=_bound(filters.end_datetime, "end_datetime", True, agent.timezone),
+        ), agent.timezone
+
+
+async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) -> None:
+    embedder = await _agent_embedder(deps, agent_id)
+    async with transaction(deps.sessionmaker) as session:
+        await archives.attach_archive(session, agent_id, archive_id, EmbeddingModel(embedder.model, embedder.dim))
+
+
+def _bound(value: str | None, name: str, end: bool, timezone: str) -> Any:
+    return parse_bound(value, name, end=end, timezone=timezone) if value else None
+
+

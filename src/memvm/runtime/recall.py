@@ -1,0 +1,40 @@
+"""Searching conversation history over the API: embed the query (outside any transaction),
+then rank in PostgreSQL."""
+
+from memvm.agents import service as agents
+from memvm.db.uow import transaction
+from memvm.orm import Agent
+from memvm.runtime.deps import RuntimeDeps
+from memvm.search.conversation import MessageHit, QueryVector, SearchMode, search_messages
+from memvm.search.dates import parse_bound
+from sqlalchemy import select
+
+
+async def search_history(
+    deps: RuntimeDeps,
+    *,
+    query: str,
+    agent_id: str | None,
+    mode: SearchMode,
+    roles: list[str],
+    start_date: str | None,
+    end_date: str | None,
+    limit: int,
+) -> list[MessageHit]:
+    """One agent's history, or every agent's when `agent_id` is None (the query is then embedded
+    with the server's default model, so agents on other models match by full text only)."""
+    async with transaction(deps.sessionmaker) as session:
+        agent = await agents.get_agent(session, agent_id) if agent_id else None
+        agent_ids = [agent_id] if agent_id else list(await session.scalars(select(Agent.id)))
+    embedder = deps.embedders.for_handle(agent.embedding if agent else None)
+    vector = None
+    if mode != "fts" and query.strip():
+        [values] = await embedder.embed([query])
+        vector = QueryVector(embedder.model, embedder.dim, values)
+    timezone = agent.timezone if agent else "UTC"
+    async with transaction(deps.sessionmaker) as session:
+        return await search_messages(
+            session, agent_ids=agent_ids, query=query, vector=vector, mode=mode, roles=roles, limit=limit,
+            start=parse_bound(start_date, "start_date", end=False, timezone=timezone) if start_date else None,
+            end=parse_bound(end_date, "end_date", end=True, timezone=timezone) if end_date else None,
+        )

@@ -1,0 +1,1 @@
+"""Search over external memory: archival passages (vector) and conversation history (hybrid)."""

@@ -1,0 +1,141 @@
+"""Hybrid conversation search and the embedding queue, with the real offline model."""
+
+import asyncio
+import json
+
+from memvm.ids import new_id
+from tests.api.helpers import create_agent
+
+KEYWORD_ONLY = "Order XJ9000 shipped on Tuesday."
+MEANING_ONLY = "My daughter has started taking violin classes."
+DISTRACTORS = [
+    "The weather was rainy all weekend.",
+    "I need to renew my passport before summer.",
+    "We had pasta with mushrooms for dinner.",
+    "The car needs new tyres soon.",
+]
+
+
+async def add_messages(db, agent_id, texts, role="user", created_at=None):
+    for text in texts:
+        await db.execute(
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at)"
+            " VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()))",
+            new_id("message"), agent_id, role, text, created_at,
+        )
+
+
+async def wait_embedded(db, timeout=30.0):
+    for _ in range(int(timeout / 0.1)):
+        if await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL AND kind = 'message'") == 0:
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError("messages were not embedded by the background worker")
+
+
+async def search(client, **body):
+    response = await client.post("/v1/agents/messages/search", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def test_hybrid_finds_what_fulltext_and_vector_each_miss(client, db):
+    agent = await create_agent(client)
+    await add_messages(db, agent["id"], [KEYWORD_ONLY, MEANING_ONLY, *DISTRACTORS])
+    await wait_embedded(db)
+    query = "XJ9000 kid music lessons"
+
+    fts = await search(client, query=query, agent_id=agent["id"], search_mode="fts", limit=2)
+    vector = await search(client, query=query, agent_id=agent["id"], search_mode="vector", limit=1)
+    hybrid = await search(client, query=query, agent_id=agent["id"], limit=2)
+
+    assert [r["embedded_text"] for r in fts] == [KEYWORD_ONLY]  # no shared word with the violin message
+    assert [r["embedded_text"] for r in vector] == [MEANING_ONLY]
+    assert {r["embedded_text"] for r in hybrid} == {KEYWORD_ONLY, MEANING_ONLY}
+    for result in hybrid:
+        assert result["rrf_score"] > 0 and (result["fts_rank"] or result["vector_rank"])
+    keyword_hit = next(r for r in hybrid if r["embedded_text"] == KEYWORD_ONLY)
+    assert keyword_hit["fts_rank"] == 1
+
+
+async def test_role_and_date_filters_and_limit(client, db):
+    agent = await create_agent(client)
+    await add_messages(db, agent["id"], ["I adopted a cat named Miso."], role="user", created_at=_day("2024-01-10"))
+    await add_messages(db, agent["id"], ["Miso the cat sounds lovely."], role="assistant", created_at=_day("2024-03-10"))
+    await add_messages(db, agent["id"], [f"cat fact {n}" for n in range(12)], role="user")
+    await wait_embedded(db)
+
+    users = await search(client, query="cat Miso", agent_id=agent["id"], roles=["user"], limit=20)
+    assistant = await search(client, query="cat Miso", agent_id=agent["id"], roles=["assistant"])
+    early = await search(client, query="cat Miso", agent_id=agent["id"], end_date="2024-02-01")
+    limited = await search(client, query="cat fact", agent_id=agent["id"], limit=5)
+
+    assert all(r["message"]["role"] == "user" for r in users) and len(users) == 13
+    assert [r["embedded_text"] for r in assistant] == ["Miso the cat sounds lovely."]
+    assert [r["embedded_text"] for r in early] == ["I adopted a cat named Miso."]
+    assert len(limited) == 5
+
+
+async def test_sdk_search_route_shape(client, db):
+    agent = await create_agent(client)
+    await add_messages(db, agent["id"], ["The launch code word is pineapple."])
+    await wait_embedded(db)
+
+    response = await client.post("/v1/messages/search", json={"query": "what is the secret word?", "agent_id": agent["id"], "limit": 3})
+
+    [hit] = response.json()
+    assert hit["message_type"] == "user_message" and hit["content"] == "The launch code word is pineapple."
+    assert hit["agent_id"] == agent["id"] and hit["message_id"].startswith("message-")
+
+
+async def test_search_is_scoped_to_the_agent(client, db):
+    mine = await create_agent(client)
+    other = await create_agent(client)
+    await add_messages(db, other["id"], ["Secret recipe uses saffron."])
+    await wait_embedded(db)
+
+    results = await search(client, query="saffron recipe", agent_id=mine["id"])
+
+    assert results == []
+
+
+async def test_turn_messages_are_embedded_after_commit(client, llm, db):
+    agent = await create_agent(client, model="openai/scripted-model")
+    llm.reply("Noted: you live in Lisbon.")
+
+    await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "I moved to Lisbon last year"})
+    await wait_embedded(db)
+
+    rows = await db.fetch("SELECT role, embedding_model, embedding_dim FROM message ORDER BY seq")
+    assert [(r["role"], r["embedding_model"], r["embedding_dim"]) for r in rows] == [
+        ("user", "local/all-MiniLM-L6-v2", 384), ("assistant", "local/all-MiniLM-L6-v2", 384)]
+
+
+async def test_conversation_search_tool_uses_meaning(client, llm, db):
+    agent = await create_agent(client, model="openai/scripted-model")
+    await add_messages(db, agent["id"], [MEANING_ONLY, *DISTRACTORS])
+    await wait_embedded(db)
+    llm.reply(tool_calls=[("conversation_search", {"query": "what instrument is the kid learning?", "limit": 1})]).reply("Violin!")
+
+    body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "remind me about my kid"})).json()
+
+    result = json.loads(body["messages"][1]["tool_return"])
+    assert [r["content"] for r in result["results"]] == [MEANING_ONLY]
+
+
+async def test_no_results_is_distinguishable_from_an_error(client, llm):
+    agent = await create_agent(client, model="openai/scripted-model")
+    llm.reply(tool_calls=[("conversation_search", {"query": "zebra"}), ("conversation_search", {"query": "x", "roles": ["robot"]})])
+    llm.reply("nothing there")
+
+    body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "anything about zebras?"})).json()
+
+    empty, failed = [m for m in body["messages"] if m["message_type"] == "tool_return_message"]
+    assert empty["status"] == "success" and json.loads(empty["tool_return"]) == {"message": "No results found.", "results": []}
+    assert failed["status"] == "error" and "Unknown role" in failed["tool_return"]
+
+
+def _day(text):
+    from datetime import datetime, timezone
+
+    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)

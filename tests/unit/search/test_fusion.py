@@ -1,0 +1,42 @@
+import pytest
+
+from memvm.search.fusion import reciprocal_rank_fusion
+
+
+def test_items_in_both_lists_outrank_items_in_one():
+    fused = reciprocal_rank_fusion(["a", "b", "c"], ["c", "d"], limit=10)
+
+    assert [f.id for f in fused][0] == "c"
+    assert fused[0].fts_rank == 3 and fused[0].vector_rank == 1
+    assert fused[0].rrf_score == pytest.approx(0.5 / 63 + 0.5 / 61)
+
+
+def test_scores_follow_the_formula_and_missing_lists_add_nothing():
+    fused = {f.id: f for f in reciprocal_rank_fusion(["a"], ["b"], limit=10)}
+
+    assert fused["a"].rrf_score == pytest.approx(0.5 / 61) and fused["a"].vector_rank is None
+    assert fused["b"].rrf_score == pytest.approx(0.5 / 61) and fused["b"].fts_rank is None
+
+
+def test_ties_are_broken_deterministically_and_limit_applies():
+    fused = reciprocal_rank_fusion(["x", "y"], ["y", "x"], limit=1)
+
+    assert [f.id for f in fused] == ["x"]
+
+
+def test_weights_shift_the_order():
+    fts_heavy = reciprocal_rank_fusion(["a"], ["b"], limit=2, fts_weight=0.9, vector_weight=0.1)
+    vector_heavy = reciprocal_rank_fusion(["a"], ["b"], limit=2, fts_weight=0.1, vector_weight=0.9)
+
+    assert [f.id for f in fts_heavy] == ["a", "b"]
+    assert [f.id for f in vector_heavy] == ["b", "a"]
+
+
+def test_empty_lists_give_nothing():
+    assert reciprocal_rank_fusion([], [], limit=5) == []
+
+
+def test_duplicates_within_a_list_keep_their_first_rank():
+    fused = reciprocal_rank_fusion(["a", "a", "b"], [], limit=5)
+
+    assert [(f.id, f.fts_rank) for f in fused] == [("a", 1), ("b", 3)]
