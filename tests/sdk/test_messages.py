@@ -319,9 +319,3 @@ async def test_model_failure_mid_stream_arrives_in_band_as_an_sdk_error(letta: A
     assert raised.value.body["message_type"] == "error_message"
     assert "upstream exploded" in raised.value.body["message"]
 
-
-# Not covered yet (not implemented in memvm; another engineer adds them with their tests):
-#   client.agents.passages.create / list / search / delete   (/v1/agents/{id}/archival-memory*)
-#   client.archives.create / list / retrieve / update / delete, client.archives.passages.*,
-#   client.agents.archives.attach / detach, client.passages.search
-#   client.messages.search                                     (POST /v1/messages/search)

@@ -7,13 +7,16 @@ from importlib.resources import files
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import repository
+from memvm.archives import repository as archive_repository
 from memvm.agents.compile import attached_blocks, preview_prompt, recompile_agents
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import Conflict, InvalidInput, NotFound
+from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.ids import new_id
+from memvm.messages import repository as messages_repository
 from memvm.memory.compiler import RenderMode
 from memvm.orm import Agent, AgentBlock, Block, Tool
 from memvm.tools import service as tools
@@ -92,9 +95,12 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
     changes = update.model_dump(exclude_unset=True, exclude_none=True)
     new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
     agent = await get_agent(session, agent_id, lock=True)
+    old_embedding = embedding_handle(agent.embedding)
     for field in _SIMPLE_FIELDS:
         if field in changes:
             setattr(agent, field, changes[field])
+    if embedding_handle(agent.embedding) == old_embedding:
+        changes.pop("embedding", None)
     if "metadata" in changes:
         agent.metadata_ = changes["metadata"]
     if "llm_config" in changes:
@@ -103,10 +109,30 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
         agent.memory_render_mode = update.memory_render_mode.value
     if new_blocks is not None:
         await _replace_blocks(session, agent, new_blocks)
+    if "embedding" in changes:
+        await _change_embedding_model(session, agent)
     await session.flush()
     if new_blocks is not None or _PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, [agent.id])
     return agent
+
+
+def embedding_handle(handle: str | None) -> str:
+    """Handles compare case-insensitively; no handle means the server's default model."""
+    return (handle or DEFAULT_EMBEDDING_HANDLE).lower()
+
+
+async def _change_embedding_model(session: AsyncSession, agent: Agent) -> None:
+    """Switching models is explicit: archives of the old model are refused (their vectors cannot be
+    compared with the new model's), and the agent's messages are queued to be re-embedded."""
+    new = embedding_handle(agent.embedding)
+    mismatched = [a for a in await archive_repository.archives_of(session, agent.id) if a.embedding_model.lower() != new]
+    if mismatched:
+        raise Conflict(
+            f"Agent {agent.id!r} reads archive {mismatched[0].id!r} embedded with {mismatched[0].embedding_model!r}; "
+            f"its vectors cannot be searched with {agent.embedding!r}. Detach the archive (or keep the old embedding) first."
+        )
+    await messages_repository.queue_reembedding(session, agent.id)
 
 
 async def delete_agent(session: AsyncSession, agent_id: str) -> None:

@@ -11,7 +11,7 @@ import openai
 
 from memvm.embeddings.ports import EmbeddingDimensionMismatch
 from memvm.errors import LLMError, LLMRejected
-from memvm.llm.openai_chat import OpenAIChatModel, RetryPolicy, Sleep
+from memvm.llm.openai_chat import ProviderCalls, RetryPolicy, Sleep
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -40,12 +40,12 @@ class OpenAIEmbedder:
         self.dim = dim
         self._batch_size = max(1, batch_size)
         self._send_dimensions = send_dimensions  # only when configured: ada-002 and most servers refuse it
-        # Thin adapter: the chat model's retry loop and SDK-error → LLMError mapping, reused as is.
-        self._calls = OpenAIChatModel(client, retry=retry, sleep=sleep)
+        # The same retry loop and SDK-error → LLMError mapping as the chat model.
+        self._calls = ProviderCalls(client, retry=retry, sleep=sleep)
 
     @property
     def endpoint(self) -> str:
-        return str(self._client.base_url).rstrip("/")
+        return self._calls.endpoint
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):  # a str is a Sequence[str]: one vector per character is never meant
@@ -64,7 +64,7 @@ class OpenAIEmbedder:
             return await self._client.embeddings.create(**kwargs)
 
         try:
-            response = await self._calls._with_retries(self._wire_model, call)
+            response = await self._calls.run(self._wire_model, call)
         except LLMError as exc:
             raise type(exc)(f"Embedding request failed: {exc.message}") from exc
         return self._vectors(response, len(texts))

@@ -2,10 +2,11 @@
 
 from collections.abc import Sequence
 
-from sqlalchemy import Select, func, select, update
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message, Run
+from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 
 
 async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
@@ -69,3 +70,19 @@ async def history_page(
     query = query.order_by(Message.seq.desc() if newest_first else Message.seq.asc()).limit(limit)
     rows = list(await session.scalars(query))
     return rows[::-1] if newest_first else rows
+
+
+async def queue_reembedding(session: AsyncSession, agent_id: str) -> int:
+    """Drop the agent's message vectors so the embedding queue recomputes them with its new model."""
+    result = await session.execute(
+        update(Message)
+        .where(Message.agent_id == agent_id)
+        .values(embedding=None, embedding_model=None, embedding_dim=None, embed_attempts=0, embed_claimed_at=None)
+    )
+    return result.rowcount
+
+
+async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:
+    """How many of the agent's messages still wait for a vector (re-embedding progress)."""
+    query = select(func.count()).where(Message.agent_id == agent_id, text(EMBEDDING_QUEUE_PREDICATE))
+    return await session.scalar(query) or 0

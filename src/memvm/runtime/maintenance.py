@@ -6,6 +6,7 @@ from typing import Any
 
 from memvm.agents import service as agents
 from memvm.agents.compile import attached_blocks, recompile_agents
+from memvm.archives.repository import stats as archive_stats
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
 from memvm.memory.compiler import BlockView, RenderMode, render_blocks
@@ -53,6 +54,8 @@ async def context_overview(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
         window = await messages.in_context(session, agent_id)
         specs = [BUILTIN_SPECS[t.name] for t in await tools.agent_tools(session, agent_id) if t.name in BUILTIN_SPECS]
         recall = (await messages.recall_counts(session, [agent_id])).get(agent_id, 0)
+        unembedded = await messages.pending_embeddings(session, agent_id)
+        passages, _ = await archive_stats(session, agent_id)
     views = [BlockView(b.label, b.value, b.char_limit, b.description, b.read_only) for b in blocks]
     core_memory = render_blocks(views, RenderMode(agent.memory_render_mode))
     summary = [m for m in window if m.kind == "summary"]
@@ -69,7 +72,8 @@ async def context_overview(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
         "context_window_size_max": window_size,
         "context_window_size_current": sum(parts.values()),
         "num_messages": len(window),
-        "num_archival_memory": 0,
+        "num_archival_memory": passages,
+        "num_messages_pending_embedding": unembedded,
         "num_recall_memory": recall,
         "num_tokens_system": parts["system"],
         "system_prompt": agent.compiled_system,

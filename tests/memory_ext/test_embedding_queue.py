@@ -1,0 +1,83 @@
+"""The message embedding queue: shared by workers without double work, and crash-safe."""
+
+import asyncio
+
+import pytest
+
+from memvm.config import Settings
+from memvm.db.engine import build_engine, build_sessionmaker
+from memvm.embeddings.registry import EmbedderRegistry
+from memvm.ids import new_id
+from memvm.search.embedding_queue import embed_pending_messages
+from tests.api.helpers import create_agent
+from tests.conftest import app_client
+
+
+@pytest.fixture
+async def sessionmaker(database_url):
+    engine = build_engine(database_url, Settings())
+    yield build_sessionmaker(engine)
+    await engine.dispose()
+
+
+async def add_agent_with_messages(db, count, embedding=None):
+    agent_id = new_id("agent")
+    await db.execute(
+        "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system, embedding)"
+        " VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2)", agent_id, embedding)
+    for n in range(count):
+        await db.execute("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
+                         " VALUES ($1, $2, 'user', 'message', $3, true, 0)", new_id("message"), agent_id, f"note {n} about cats")
+    return agent_id
+
+
+async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionmaker):
+    await add_agent_with_messages(db, 40)
+    registry = EmbedderRegistry()
+
+    claimed = await asyncio.gather(*(embed_pending_messages(sessionmaker, registry, batch_size=8) for _ in range(6)))
+    while (more := await embed_pending_messages(sessionmaker, registry, batch_size=8)):
+        claimed.append(more)
+
+    assert sum(claimed) == 40  # SKIP LOCKED: no row was claimed twice
+    rows = await db.fetch("SELECT embed_attempts, embedding_dim, embed_claimed_at FROM message")
+    assert all(r["embed_attempts"] == 1 and r["embedding_dim"] == 384 and r["embed_claimed_at"] is None for r in rows)
+
+
+async def test_a_stale_claim_is_taken_over_but_a_fresh_one_is_not(db, sessionmaker):
+    await add_agent_with_messages(db, 2)
+    await db.execute("UPDATE message SET embed_claimed_at = now() - interval '10 minutes', embed_attempts = 1"
+                     " WHERE id = (SELECT min(id) FROM message)")
+    await db.execute("UPDATE message SET embed_claimed_at = now(), embed_attempts = 1 WHERE id = (SELECT max(id) FROM message)")
+
+    claimed = await embed_pending_messages(sessionmaker, EmbedderRegistry())
+
+    assert claimed == 1
+    assert await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL") == 1
+
+
+async def test_rows_failing_too_often_leave_the_queue(db, sessionmaker):
+    await add_agent_with_messages(db, 1)
+    await db.execute("UPDATE message SET embed_attempts = 5")
+
+    assert await embed_pending_messages(sessionmaker, EmbedderRegistry()) == 0
+
+
+async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismatched_archives(settings, llm, db):
+    async with app_client(settings.model_copy(update={"embedding_worker": False})) as client:
+        agent = await create_agent(client)
+        await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "a local-model passage"})
+        await db.execute("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, embedding, embedding_model, embedding_dim)"
+                         " VALUES ($1, $2, 'user', 'message', 'hello', true, 1, array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384)",
+                         new_id("message"), agent["id"])
+
+        refused = await client.patch(f"/v1/agents/{agent['id']}", json={"embedding": "openai/text-embedding-3-small"})
+        archive_id = (await client.get("/v1/archives/", params={"agent_id": agent["id"]})).json()[0]["id"]
+        await client.patch(f"/v1/agents/{agent['id']}/archives/detach/{archive_id}")
+        accepted = await client.patch(f"/v1/agents/{agent['id']}", json={"embedding": "openai/text-embedding-3-small"})
+        context = (await client.get(f"/v1/agents/{agent['id']}/context")).json()
+
+    assert refused.status_code == 409 and archive_id in refused.json()["detail"]
+    assert accepted.status_code == 200 and accepted.json()["embedding"] == "openai/text-embedding-3-small"
+    assert context["num_messages_pending_embedding"] == 1
+    assert await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL AND embed_attempts = 0") == 1
