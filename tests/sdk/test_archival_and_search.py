@@ -264,13 +264,6 @@ async def test_shared_archive_attached_to_two_agents_is_searchable_from_both(let
     assert (await letta.archives.retrieve(archive.id)).id == archive.id  # detaching keeps the archive
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=NotFoundError,
-    reason="memvm has no route for client.passages.search: POST /v1/passages/search "
-    '{"query": ..., "archive_id": "archive-...", "limit": 2} answers 404 {"detail": "Not Found"}; '
-    "Letta answers 200 list[{passage, score, metadata}]",
-)
 async def test_org_passage_search_by_archive_and_by_agent(letta: AsyncLetta):
     archive = await letta.archives.create(name=unique("org-search"))
     facts = await letta.archives.passages.create_many(
@@ -342,15 +335,6 @@ async def test_messages_search_finds_an_earlier_user_message_by_meaning(letta: A
     assert {puppy, elsewhere} <= {h.message_id for h in everywhere}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="POST /v1/messages/search also returns tool results, as "
-    '{"message_type": "tool_return_message", "content": "Memory block \'human\' updated ...", ...}; '
-    "that type is not in the SDK's MessageSearchResponseItem union (system/user/reasoning/assistant "
-    "list results), so the SDK builds a MessageSearchResponseItemSystemMessageListResult with "
-    "message_type='tool_return_message'. Letta returns only system/user/reasoning/assistant results.",
-)
 async def test_messages_search_results_are_types_the_sdk_knows(letta: AsyncLetta, llm: ScriptedLLM):
     agent = await new_agent(letta)
     llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Collects antique pocket watches"})])

@@ -3,6 +3,7 @@ from zoneinfo import ZoneInfo
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.api.deps import AgentId, TransactionDep, page_params
 from memvm.archives import service
@@ -79,6 +80,29 @@ async def detach_archive(agent_id: AgentId, archive_id: ArchiveId, tx: Transacti
     """Stop the agent reading an archive; the archive and its passages remain."""
     async with tx() as session:
         await service.detach_archive(session, agent_id, archive_id)
+
+
+class PassageSearch(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    query: str | None = None
+    agent_id: str | None = Field(None, pattern=id_pattern("agent"))
+    archive_id: str | None = Field(None, pattern=id_pattern("archive"))
+    tags: list[str] = Field(default_factory=list)
+    tag_match_mode: Literal["any", "all"] = "any"
+    limit: int = Field(50, ge=1, le=100)
+    start_date: str | None = None
+    end_date: str | None = None
+
+
+@router.post("/v1/passages/search")
+async def search_all_passages(body: PassageSearch, request: Request) -> list[dict[str, Any]]:
+    """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive."""
+    filters = SearchFilters(query=body.query or "", tags=body.tags, tag_match_mode=body.tag_match_mode, top_k=body.limit,
+                            start_datetime=body.start_date, end_datetime=body.end_date)
+    hits = await archival.search_anywhere(request.app.state.runtime, query=body.query, agent_id=body.agent_id,
+                                          archive_id=body.archive_id, filters=filters)
+    return [{"passage": PassageRead.of(h.passage).model_dump(mode="json"), "score": round(h.relevance, 6), "metadata": {}} for h in hits]
 
 
 @router.post("/v1/archives/", response_model=ArchiveRead)

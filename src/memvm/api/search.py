@@ -23,8 +23,9 @@ class MessageSearch(BaseModel):
 
 @router.post("/v1/messages/search")
 async def search_messages(body: MessageSearch, request: Request) -> list[dict[str, Any]]:
-    """Search stored messages (hybrid full text + meaning by default); best match first."""
-    hits = await _search(request, body)
+    """Search stored messages (hybrid full text + meaning by default); best match first. Tool
+    results are left out: the SDK's result types are system, user and assistant messages."""
+    hits = await _search(request, body if body.roles else body.model_copy(update={"roles": ["user", "assistant", "system"]}))
     return [_listed(hit) for hit in hits]
 
 

@@ -23,6 +23,10 @@ async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
     return list(await session.scalars(query))
 
 
+async def all_archives(session: AsyncSession) -> list[Archive]:
+    return list(await session.scalars(select(Archive)))
+
+
 async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
     return list(await session.scalars(select(AgentArchive.agent_id).where(AgentArchive.archive_id == archive_id)))
 

@@ -72,3 +72,29 @@ def _bound(value: str | None, name: str, end: bool, timezone: str) -> Any:
     return parse_bound(value, name, end=end, timezone=timezone) if value else None
 
 
+
+
+async def search_anywhere(
+    deps: RuntimeDeps, *, query: str | None, agent_id: str | None, archive_id: str | None, filters: SearchFilters
+) -> list[PassageHit]:
+    """POST /v1/passages/search: one agent's archives (agent_id wins), one archive, or every archive
+    of the server's default model. Without a query, the newest matching passages (distance 0)."""
+    async with transaction(deps.sessionmaker) as session:
+        if agent_id is not None:
+            await agents.get_agent(session, agent_id)
+            archives_in_scope = await repository.archives_of(session, agent_id)
+        elif archive_id is not None:
+            archives_in_scope = [await archives.get_archive(session, archive_id)]
+        else:
+            archives_in_scope = await repository.all_archives(session)
+    handle = archives_in_scope[0].embedding_model if archive_id and not agent_id else None
+    embedder = await _agent_embedder(deps, agent_id) if agent_id else deps.embedders.for_handle(handle)
+    in_scope = [a.id for a in archives_in_scope if a.embedding_model.lower() == embedder.model.lower()]
+    vector = (await embedder.embed([query]))[0] if query and query.strip() else None
+    async with transaction(deps.sessionmaker) as session:
+        return await search_passages(
+            session, archive_ids=in_scope, model=embedder.model, dim=embedder.dim, query_vector=vector, top_k=filters.top_k,
+            tags=filters.tags, match_all_tags=filters.tag_match_mode == "all",
+            start=_bound(filters.start_datetime, "start_date", False, "UTC"),
+            end=_bound(filters.end_datetime, "end_date", True, "UTC"),
+        )

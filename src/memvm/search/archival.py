@@ -4,7 +4,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, cast, select, text
+from sqlalchemy import Select, cast, literal, select, text
 from pgvector.sqlalchemy import Vector
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
@@ -35,15 +35,19 @@ async def search_passages(
     archive_ids: Sequence[str],
     model: str,
     dim: int,
-    query_vector: Sequence[float],
+    query_vector: Sequence[float] | None,
     top_k: int,
     tags: Sequence[str] = (),
     match_all_tags: bool = False,
     start: datetime | None = None,
     end: datetime | None = None,
 ) -> list[PassageHit]:
+    """Nearest first; without a query vector, the newest matching passages (distance 0)."""
     await use_iterative_scan(session, top_k)
-    distance = cast(Passage.embedding, Vector(dim)).cosine_distance(list(query_vector)).label("distance")
+    if query_vector is None:
+        distance = literal(0.0).label("distance")
+    else:
+        distance = cast(Passage.embedding, Vector(dim)).cosine_distance(list(query_vector)).label("distance")
     query: Select = select(Passage, distance).where(
         Passage.archive_id.in_(list(archive_ids)), Passage.embedding_dim == dim, Passage.embedding_model == model
     )
@@ -54,7 +58,8 @@ async def search_passages(
     if end is not None:
         query = query.where(Passage.created_at <= end)
     # relaxed_order can return neighbours slightly out of order: re-sort the materialized top_k.
-    nearest = query.order_by(distance).limit(top_k).cte("nearest").prefix_with("MATERIALIZED")
+    order = distance if query_vector is not None else Passage.created_at.desc()
+    nearest = query.order_by(order).limit(top_k).cte("nearest").prefix_with("MATERIALIZED")
     hit = aliased(Passage, nearest)
-    rows = await session.execute(select(hit, nearest.c.distance).order_by(nearest.c.distance))
+    rows = await session.execute(select(hit, nearest.c.distance).order_by(nearest.c.distance, nearest.c.created_at.desc()))
     return [PassageHit(passage, float(d)) for passage, d in rows]
