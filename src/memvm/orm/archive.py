@@ -44,7 +44,8 @@ class Passage(Base):
     id: Mapped[str] = mapped_column(String, primary_key=True)
     archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"))
     text: Mapped[str] = mapped_column(Text)
-    embedding: Mapped[list[float]] = mapped_column(Vector())
+    # Deferred: results never need the vector, and parsing 384 floats per row is not free.
+    embedding: Mapped[list[float]] = mapped_column(Vector(), deferred=True)
     embedding_model: Mapped[str] = mapped_column(String)
     embedding_dim: Mapped[int] = mapped_column(Integer)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)

@@ -47,19 +47,21 @@ async def insert_into_archive(deps: RuntimeDeps, archive_id: str, items: Sequenc
 
 async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilters) -> tuple[list[PassageHit], str]:
     """Hits across every archive the agent reads, and the agent's timezone for timestamps."""
-    embedder = await _agent_embedder(deps, agent_id)
-    [vector] = await embedder.embed([filters.query]) if filters.query.strip() else [None]
     async with transaction(deps.sessionmaker) as session:
         agent = await agents.get_agent(session, agent_id)
         archive_ids = [a.id for a in await repository.archives_of(session, agent_id)]
-        if vector is None or not archive_ids:
-            return [], agent.timezone
-        return await search_passages(
+    start = _bound(filters.start_datetime, "start_datetime", False, agent.timezone)
+    end = _bound(filters.end_datetime, "end_datetime", True, agent.timezone)
+    if not archive_ids or not filters.query.strip():
+        return [], agent.timezone
+    embedder = deps.embedders.for_handle(agent.embedding)
+    [vector] = await embedder.embed([filters.query])
+    async with transaction(deps.sessionmaker) as session:
+        hits = await search_passages(
             session, archive_ids=archive_ids, model=embedder.model, dim=embedder.dim, query_vector=vector,
-            top_k=filters.top_k, tags=filters.tags, match_all_tags=filters.tag_match_mode == "all",
-            start=_bound(filters.start_datetime, "start_datetime", False, agent.timezone),
-            end=_bound(filters.end_datetime, "end_datetime", True, agent.timezone),
-        ), agent.timezone
+            top_k=filters.top_k, tags=filters.tags, match_all_tags=filters.tag_match_mode == "all", start=start, end=end,
+        )
+    return hits, agent.timezone
 
 
 async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) -> None:

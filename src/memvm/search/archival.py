@@ -25,8 +25,10 @@ class PassageHit:
 async def use_iterative_scan(session: AsyncSession, top_k: int) -> None:
     """Let the HNSW scan go on past ef_search when filters drop candidates, so a selective
     filter still yields top_k results (pgvector ≥ 0.8); ef_search grows with top_k."""
-    await session.execute(text("SET LOCAL hnsw.iterative_scan = relaxed_order"))
-    await session.execute(text(f"SET LOCAL hnsw.ef_search = {max(40, 2 * top_k)}"))
+    await session.execute(
+        text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"),
+        {"ef": str(max(40, 2 * top_k))},
+    )
 
 
 async def search_passages(
