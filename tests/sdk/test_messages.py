@@ -150,26 +150,16 @@ async def test_stream_route_without_pings(letta: AsyncLetta, llm: ScriptedLLM):
     assert chunks[2].step_count == 1
 
 
-async def test_stream_tokens_arrive_as_fragments_of_one_message(letta: AsyncLetta, llm: ScriptedLLM):
-    agent = await new_agent(letta)
-    llm.reply("The quick brown fox jumps over the lazy dog")
-
-    stream = await letta.agents.messages.create(agent.id, input="hi", streaming=True, stream_tokens=True, include_pings=False)
-    chunks = [chunk async for chunk in stream]
-
-    pieces = [chunk for chunk in chunks if isinstance(chunk, AssistantMessage)]
-    assert len(pieces) > 1
-    assert "".join(piece.content for piece in pieces) == "The quick brown fox jumps over the lazy dog"
-    assert len({piece.id for piece in pieces}) == 1
-    assert isinstance(chunks[-2], LettaStopReason) and isinstance(chunks[-1], LettaUsageStatistics)
-
-
 @pytest.mark.filterwarnings("ignore:deprecated:DeprecationWarning")  # messages.stream is deprecated in the SDK
-async def test_stream_route_accepts_stream_tokens(letta: AsyncLetta, llm: ScriptedLLM):
+@pytest.mark.parametrize("route", ["create", "stream"])
+async def test_stream_tokens_arrive_as_fragments_of_one_message(letta: AsyncLetta, llm: ScriptedLLM, route: str):
     agent = await new_agent(letta)
     llm.reply("The quick brown fox jumps over the lazy dog")
 
-    stream = await letta.agents.messages.stream(agent.id, input="hi", stream_tokens=True, include_pings=False)
+    if route == "create":
+        stream = await letta.agents.messages.create(agent.id, input="hi", streaming=True, stream_tokens=True, include_pings=False)
+    else:  # the /messages/stream route, which the SDK calls without `streaming`
+        stream = await letta.agents.messages.stream(agent.id, input="hi", stream_tokens=True, include_pings=False)
     chunks = [chunk async for chunk in stream]
 
     pieces = [chunk for chunk in chunks if isinstance(chunk, AssistantMessage)]
