@@ -2,8 +2,8 @@
 # bench/run.sh — memvm's own server time per request (agent turn = send_message) with an instant
 # fake LLM, at concurrency 1 and 16, side by side with the published Letta 0.16.8 numbers.
 #
-#   bench/run.sh            # default run, ~8 min on 2 cores (archival scaling to 10k passages included)
-#   bench/run.sh --quick    # smoke run, ~2 min
+#   bench/run.sh            # default run, 6-8 min on 2 cores (archival scaling to 10k passages included)
+#   bench/run.sh --quick    # smoke run, ~1.5 min
 #   bench/run.sh --op-seconds 4 --concurrency 1,4,16    # any other flag goes to workload.py run
 #   bench/run.sh search [--quick] [flags]   # search targets (search_bench.py): archival search at
 #                           # 10k/100k passages, hybrid message search at 100k messages, embedding throughput
@@ -17,7 +17,7 @@
 #   BENCH_PYTHON       python with httpx (default python3)
 #   MEMVM_BIN          memvm executable (default: next to BENCH_PYTHON, else `memvm` on PATH)
 #   BENCH_PORT         memvm port (9283)          BENCH_LLM_PORT   fake LLM port (8399)
-#   BENCH_OPS          comma list of workload ops (default: the ones memvm serves, see README)
+#   BENCH_OPS          comma list of workload ops (default: all of them, archival included)
 #   BENCH_LETTA_JSON   Letta result JSON (default $BENCH_SHARED_DIR/results-letta-0.16.8.json)
 #   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
@@ -47,7 +47,7 @@ EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,27p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -83,10 +83,12 @@ port_busy() { "$PY" -c 'import socket,sys; s=socket.socket(); s.settimeout(0.5);
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
 [ "$MODE" = workload ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
 
-STAMP=$(date -u +%Y-%m-%dT%H%MZ)
 SUFFIX=$([ "$MODE" = search ] && echo "-search" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
 RESULTS="$BENCH/results"
 mkdir -p "$RESULTS"
+STAMP=$(date -u +%Y-%m-%dT%H%MZ)
+# two runs in the same minute must not overwrite each other's files
+[ -e "$RESULTS/$STAMP-memvm$SUFFIX.json" ] && STAMP=$(date -u +%Y-%m-%dT%H%M%SZ)
 OUT_JSON="$RESULTS/$STAMP-memvm$SUFFIX.json"
 OUT_MD="$RESULTS/$STAMP-memvm$SUFFIX.md"
 OUT_CMP="$RESULTS/$STAMP-memvm$SUFFIX-vs-letta.md"

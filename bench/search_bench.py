@@ -136,16 +136,12 @@ def zipf_weights(n: int, s: float = 1.1) -> np.ndarray:
 
 
 class TextMaker:
-    """Word-bearing synthetic text: topic words of the row's cluster plus Zipf-distributed global words."""
+    """Word-bearing synthetic text drawn from a small vocabulary (12 topics x 20 words + common words)."""
 
     def __init__(self, rng: np.random.Generator):
         self.rng = rng
         self.topics = list(TOPICS)
-        words = sorted({w for ws in TOPICS.values() for w in ws})
-        self.vocab = np.array(words + FILLER, dtype=object)
-        order = rng.permutation(len(self.vocab))
-        self.vocab = self.vocab[order]
-        self.global_p = zipf_weights(len(self.vocab))
+        self.all_topic_words = np.array(sorted({w for ws in TOPICS.values() for w in ws}), dtype=object)
         self.filler = np.array(FILLER, dtype=object)
         self.filler_p = zipf_weights(len(FILLER), 0.9)
 
@@ -159,14 +155,14 @@ class TextMaker:
         return TEMPLATES[cluster % len(TEMPLATES)].format(a=a, b=b, c=c, d=d)
 
     def text(self, cluster: int, n_words: int) -> str:
+        """35 % words of the row's own topic, 10 % words of any topic, 55 % common words (Zipf; many are
+        English stop words that to_tsvector drops)."""
         tw = self.topic_of(cluster)
-        out = []
         kinds = self.rng.random(n_words)
         n_topic = int((kinds < 0.35).sum())
-        n_global = int(((kinds >= 0.35) & (kinds < 0.6)).sum())
-        n_fill = n_words - n_topic - n_global
-        out += list(self.rng.choice(tw, n_topic))
-        out += list(self.rng.choice(self.vocab, n_global, p=self.global_p))
+        n_other = int(((kinds >= 0.35) & (kinds < 0.45)).sum())
+        n_fill = n_words - n_topic - n_other
+        out = list(self.rng.choice(tw, n_topic)) + list(self.rng.choice(self.all_topic_words, n_other))
         out += list(self.rng.choice(self.filler, n_fill, p=self.filler_p))
         self.rng.shuffle(out)
         return " ".join(out)
@@ -188,6 +184,36 @@ class VectorMaker:
         sub = np.einsum("ns,nsd->nd", z, self.bases[clusters])
         iso = (self.rng.standard_normal((n, DIM)) / np.sqrt(DIM)).astype(np.float32)
         v = self.centres[clusters] + self.a * sub + self.b * iso
+        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
+
+class AnchorVectorMaker:
+    """Rows near REAL local-model embeddings: normalize(w * e_a + (1 - w) * e_b + 0.25 * isotropic noise),
+    e_a and e_b two embedded texts (anchors) of the row's cluster, w ~ U(0.5, 1). Query-to-row
+    similarities then spread like query-to-text similarities do (the contrast between the 10th and
+    the 1000th neighbour is reported), unlike isotropic noise around centres, where every row of a
+    cluster sits at nearly the same distance from an off-centre query."""
+
+    def __init__(self, anchors: np.ndarray, anchor_clusters: np.ndarray, n_clusters: int, rng: np.random.Generator, noise: float = 0.25):
+        self.anchors = anchors.astype(np.float32)
+        self.rng = rng
+        self.noise = noise
+        every = np.arange(len(anchors))
+        self.by_cluster = [np.flatnonzero(anchor_clusters == c) for c in range(n_clusters)]
+        self.by_cluster = [ix if len(ix) else every for ix in self.by_cluster]
+
+    def make(self, clusters: np.ndarray) -> np.ndarray:
+        n = len(clusters)
+        a = np.empty(n, dtype=np.int64)
+        b = np.empty(n, dtype=np.int64)
+        for c in np.unique(clusters):
+            rows = np.flatnonzero(clusters == c)
+            pool = self.by_cluster[int(c)]
+            a[rows] = self.rng.choice(pool, len(rows))
+            b[rows] = self.rng.choice(pool, len(rows))
+        w = self.rng.uniform(0.5, 1.0, (n, 1)).astype(np.float32)
+        iso = (self.rng.standard_normal((n, DIM)) / np.sqrt(DIM)).astype(np.float32)
+        v = w * self.anchors[a] + (1 - w) * self.anchors[b] + self.noise * iso
         return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -280,13 +306,14 @@ log = Log()
 
 # ---------------------------------------------------------------- the server's SQL, compiled from memvm itself
 class _Capture:
-    """Stands in for an AsyncSession: records every statement memvm.search.* would execute."""
+    """Stands in for an AsyncSession: records every statement memvm.search.* would execute, with the
+    parameters passed alongside (e.g. text("... :ef"), {"ef": "40"})."""
 
     def __init__(self) -> None:
-        self.statements: list[Any] = []
+        self.statements: list[tuple[Any, dict[str, Any] | None]] = []
 
-    async def execute(self, statement, *a, **k):
-        self.statements.append(statement)
+    async def execute(self, statement, params=None, *a, **k):
+        self.statements.append((statement, params))
 
         class _R(list):
             def all(self):
@@ -294,22 +321,33 @@ class _Capture:
 
         return _R()
 
-    async def scalars(self, statement, *a, **k):
-        self.statements.append(statement)
+    async def scalars(self, statement, params=None, *a, **k):
+        self.statements.append((statement, params))
         return []
 
+    def compiled(self) -> list[tuple[str, list[str], dict[str, Any]]]:
+        return [_compiled(st, params) for st, params in self.statements]
 
-def _compiled(statement) -> tuple[str, list[str], dict[str, Any]]:
+
+def _compiled(statement, params: dict[str, Any] | None = None) -> tuple[str, list[str], dict[str, Any]]:
     from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 
+    if params:
+        statement = statement.bindparams(**params) if hasattr(statement, "bindparams") else statement.params(**params)
     c = statement.compile(dialect=pg_asyncpg.dialect(), compile_kwargs={"render_postcompile": True})
     return str(c), list(c.positiontup or []), dict(c.params)
 
 
-class ServerSql:
-    """A statement as the server sends it, with the SET LOCALs it runs before it in the same transaction."""
+def _is_setting(sql: str) -> bool:
+    return "hnsw." in sql or "ivfflat." in sql or sql.lstrip().upper().startswith("SET ")
 
-    def __init__(self, name: str, sets: list[str], sql: str, names: list[str], params: dict[str, Any], vector_name: str | None):
+
+class ServerSql:
+    """A statement as the server sends it, with the settings statements (SET LOCAL / set_config) it runs
+    before it in the same transaction; `sets` holds (sql, args) pairs."""
+
+    def __init__(self, name: str, sets: list[tuple[str, list[Any]]], sql: str, names: list[str], params: dict[str, Any],
+                 vector_name: str | None):
         self.name, self.sets, self.sql, self.names, self.params, self.vector_name = name, sets, sql, names, params, vector_name
 
     def args(self, vector: np.ndarray | None = None) -> list[Any]:
@@ -328,16 +366,23 @@ class ServerSql:
         return {"sets": self.sets, "sql": self.sql, "params_in_order": shown}
 
 
+def _sets(compiled: list[tuple[str, list[str], dict[str, Any]]]) -> list[tuple[str, list[Any]]]:
+    return [(sql, [params[n] for n in names]) for sql, names, params in compiled if _is_setting(sql)]
+
+
+def _vector_param(names: list[str], params: dict[str, Any]) -> str:
+    return next(n for n in names if isinstance(params[n], list) and len(params[n]) == DIM and params[n][0] == 0.123456)
+
+
 async def archival_sql(archive_id: str, top_k: int, tags: list[str]) -> ServerSql:
     from memvm.search import archival
 
     cap = _Capture()
     marker = [0.123456] * DIM
     await archival.search_passages(cap, archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=marker, top_k=top_k, tags=tags)
-    sets = [str(s) for s in cap.statements[:-1]]
-    sql, names, params = _compiled(cap.statements[-1])
-    vname = next(n for n in names if isinstance(params[n], list) and len(params[n]) == DIM and params[n][0] == 0.123456)
-    return ServerSql("archival" + ("+tags" if tags else ""), sets, sql, names, params, vname)
+    compiled = cap.compiled()
+    sql, names, params = next(c for c in compiled if "<=>" in c[0])
+    return ServerSql("archival" + ("+tags" if tags else ""), _sets(compiled), sql, names, params, _vector_param(names, params))
 
 
 async def conversation_sql(agent_id: str, query: str, limit: int) -> tuple[ServerSql, ServerSql]:
@@ -347,14 +392,12 @@ async def conversation_sql(agent_id: str, query: str, limit: int) -> tuple[Serve
     marker = [0.123456] * DIM
     await conversation.search_messages(cap, agent_ids=[agent_id], query=query, vector=conversation.QueryVector(MODEL, DIM, marker),
                                        mode="hybrid", limit=limit)
-    st = cap.statements
-    # order: fts select, SET, SET, vector CTE, final fetch by ids
-    fts_sql, fts_names, fts_params = _compiled(st[0])
-    vec_sql, vec_names, vec_params = _compiled(st[3])
-    vname = next(n for n in vec_names if isinstance(vec_params[n], list) and len(vec_params[n]) == DIM)
+    compiled = cap.compiled()
+    fts_sql, fts_names, fts_params = next(c for c in compiled if "to_tsquery" in c[0] or "@@" in c[0])
+    vec_sql, vec_names, vec_params = next(c for c in compiled if "<=>" in c[0])
     fts = ServerSql("conversation fts ranking", [], fts_sql, fts_names, fts_params, None)
     fts.text_name = next(n for n in fts_names if fts_params[n] == conversation.any_word_query(query))
-    vec = ServerSql("conversation vector ranking", [str(s) for s in st[1:3]], vec_sql, vec_names, vec_params, vname)
+    vec = ServerSql("conversation vector ranking", _sets(compiled), vec_sql, vec_names, vec_params, _vector_param(vec_names, vec_params))
     return fts, vec
 
 
@@ -369,10 +412,31 @@ def fts_query_param(sql: ServerSql, query: str) -> ServerSql:
     return out
 
 
+_VEC_LITERAL = re.compile(r"'\[[-0-9.e,]{200,}\]'")
+
+
+def short_plan(text: str) -> str:
+    return _VEC_LITERAL.sub("'[<384-d query vector>]'", text)
+
+
+def sql_literal(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, np.ndarray):
+        return "'[" + ",".join(repr(float(x)) for x in v) + "]'"
+    if isinstance(v, list):
+        return "ARRAY[" + ",".join(sql_literal(x) for x in v) + "]::text[]"
+    return "'" + str(v).replace("'", "''") + "'"
+
+
 async def run_server_sql(conn: asyncpg.Connection, s: ServerSql, args: list[Any], *, explain: str | None = None) -> tuple[float, list]:
     async with conn.transaction():
-        for st in s.sets:
-            await conn.execute(st)
+        for st, st_args in s.sets:
+            await conn.execute(st, *st_args)
         t = time.perf_counter()
         rows = await conn.fetch((explain + " " if explain else "") + s.sql, *args)
         dt = time.perf_counter() - t
@@ -392,6 +456,8 @@ class Bench:
         self.client: httpx.AsyncClient | None = None
         self.pg: asyncpg.Connection | None = None
         self.embedder = None
+        self.pg_pid: int | None = None
+        self.db_url: str | None = None
 
     # ---- plumbing
     def left(self) -> float:
@@ -416,9 +482,12 @@ class Bench:
     async def connect_pg(self) -> asyncpg.Connection:
         if self.a.pg_dsn:
             conn = await asyncpg.connect(self.a.pg_dsn)
+            self.db_url = "postgresql+asyncpg://" + self.a.pg_dsn.split("://", 1)[1]
         else:
             sock, port = pg_socket_of(Path(self.a.data_dir))
             conn = await asyncpg.connect(host=sock, port=port, user=self.a.pg_user, database=self.a.pg_database)
+            self.pg_pid = int((Path(self.a.data_dir) / "pg" / "postmaster.pid").read_text().split()[0])
+            self.db_url = f"postgresql+asyncpg://{self.a.pg_user}@/{self.a.pg_database}?host={sock}&port={port}"
         await register_vector(conn)
         return conn
 
@@ -434,18 +503,32 @@ class Bench:
         emb.embed_sync(["warm up the model"])
         singles = []
         n_single = self.a.embed_single
+        c0 = time.process_time()
         for i in range(n_single):
             q = QUERIES[i % len(QUERIES)]
             t = time.perf_counter()
             emb.embed_sync([q])
             singles.append(time.perf_counter() - t)
+        single_cpu_ms = (time.process_time() - c0) * 1000 / n_single
+        single_t1: list[float] = []
+        if self.a.embed_single:
+            emb1 = LocalMiniLM(threads=1)
+            emb1.embed_sync(["warm up the model"])
+            for i in range(self.a.embed_single):
+                t = time.perf_counter()
+                emb1.embed_sync([QUERIES[i % len(QUERIES)]])
+                single_t1.append(time.perf_counter() - t)
+            del emb1
         # the query vectors the server computes: one text per call, as search does
         for q in QUERIES:
             self.qvec[q] = emb.embed_sync([q])[0]
-        sents = [self.texts.text(i % 200, 24) for i in range(self.a.embed_batch)]
-        t = time.perf_counter()
-        emb.embed_sync(sents)
+        # these texts are also the anchors of the synthetic vectors (AnchorVectorMaker)
+        sents = [self.texts.text(i % self.a.clusters, 24) for i in range(self.a.embed_batch)]
+        t, c0 = time.perf_counter(), time.process_time()
+        self.anchor_vectors = emb.embed_sync(sents)
+        self.anchor_clusters = np.arange(len(sents)) % self.a.clusters
         batch_s = time.perf_counter() - t
+        batch_cpu_ms = (time.process_time() - c0) * 1000 / len(sents)
         # also as the archive-batch endpoint sees it: 200 passages per request
         t = time.perf_counter()
         emb.embed_sync(sents[:200])
@@ -453,15 +536,18 @@ class Bench:
         s = stats_ms(singles)
         out = {
             "model": MODEL, "threads": emb._threads, "load_seconds": round(load_s, 2),
-            "single": {**s, "sentences_per_s": round(len(singles) / sum(singles), 1), "text": "short queries (4-9 words)"},
+            "single": {**s, "sentences_per_s": round(len(singles) / sum(singles), 1), "cpu_ms_per_sentence": round(single_cpu_ms, 2),
+                       "text": "short queries (4-9 words), one per call"},
             "batch": {"sentences": len(sents), "seconds": round(batch_s, 2), "sentences_per_s": round(len(sents) / batch_s, 1),
+                      "cpu_ms_per_sentence": round(batch_cpu_ms, 2),
                       "text": "24 words each, embed_sync(list) in chunks of 64 / 2048 tokens"},
+            "single_1_thread": {**stats_ms(single_t1), "text": "same, LocalMiniLM(threads=1)"},
             "batch_200": {"sentences": 200, "seconds": round(b200, 3), "sentences_per_s": round(200 / b200, 1)},
             "loadavg": loadavg(),
         }
         self.report["embedding"] = out
-        log(f"embedding: load {load_s:.2f}s; single p50 {s['p50_ms']} ms p95 {s['p95_ms']} ms ({out['single']['sentences_per_s']}/s); "
-            f"batch {out['batch']['sentences_per_s']} sentences/s")
+        log(f"embedding: load {load_s:.2f}s; single p50 {s['p50_ms']} ms p95 {s['p95_ms']} ms ({out['single']['sentences_per_s']}/s, "
+            f"{single_cpu_ms:.1f} CPU ms each); batch {out['batch']['sentences_per_s']} sentences/s ({batch_cpu_ms:.1f} CPU ms each)")
 
     # ---- data generation
     def make_centres(self) -> np.ndarray:
@@ -554,7 +640,7 @@ class Bench:
         bodies: dict[str, Any] = {}
         errors: dict[int, int] = {}
         counter = {"i": 0}
-        cpu0 = proc_cpu_s(self.a.server_pid)
+        cpu0, db0 = proc_cpu_s(self.a.server_pid), proc_cpu_s(self.pg_pid)
         t0 = time.perf_counter()
 
         async def worker() -> None:
@@ -572,11 +658,14 @@ class Bench:
 
         await asyncio.gather(*(worker() for _ in range(conc)))
         wall = time.perf_counter() - t0
-        cpu1 = proc_cpu_s(self.a.server_pid)
+        cpu1, db1 = proc_cpu_s(self.a.server_pid), proc_cpu_s(self.pg_pid)
         s = {"op": name, "concurrency": conc, **stats_ms(lat), "ops_s": round(len(lat) / wall, 1) if wall else None, "errors": errors}
         if cpu0 is not None and cpu1 is not None and lat:
             s["server_cpu_ms_per_op"] = round((cpu1 - cpu0) * 1000 / len(lat), 2)
-        log(f"  {name:<34} c={conc:<2} n={s.get('n')} p50={s.get('p50_ms')} p95={s.get('p95_ms')} ms  {s['ops_s']}/s  errors={errors or ''}")
+        if db0 is not None and db1 is not None and lat:
+            s["db_cpu_ms_per_op"] = round((db1 - db0) * 1000 / len(lat), 2)
+        log(f"  {name:<34} c={conc:<2} n={s.get('n')} p50={s.get('p50_ms')} p95={s.get('p95_ms')} ms  {s['ops_s']}/s  "
+            f"CPU memvm {s.get('server_cpu_ms_per_op')} + pg {s.get('db_cpu_ms_per_op')} ms/op  errors={errors or ''}")
         return {"stats": s, "bodies": bodies}
 
     async def warm(self, make_req, k: int = 5) -> None:
@@ -594,6 +683,51 @@ class Bench:
             args = [archive_id, MODEL, q] + ([[tag]] if tag else [])
             return [r["id"] for r in await conn.fetch(sql, *args)]
 
+    async def contrast(self, conn: asyncpg.Connection, archive_id: str) -> dict[str, Any]:
+        """Mean cosine similarity of each query's 1st, 10th, 100th and 1000th exact neighbour: how far the
+        true top-10 stands out from the crowd (little contrast makes any ANN index miss neighbours)."""
+        ks = (1, 10, 100, 1000)
+        acc: dict[int, list[float]] = {k: [] for k in ks}
+        for q in QUERIES:
+            async with conn.transaction():
+                await conn.execute("SET LOCAL enable_indexscan = off")
+                rows = await conn.fetch("SELECT 1 - (embedding <=> $2) AS sim FROM passage WHERE archive_id = $1 "
+                                        "ORDER BY embedding <=> $2 LIMIT 1000", archive_id, self.qvec[q])
+            for k in ks:
+                if len(rows) >= k:
+                    acc[k].append(rows[k - 1]["sim"])
+        return {f"sim@{k}": round(float(np.mean(v)), 3) for k, v in acc.items() if v}
+
+    async def fts_variants(self, conn: asyncpg.Connection, agent_id: str) -> dict[str, Any]:
+        """Where the full-text ranking's time goes, and what other shapes would cost (SQL only, each over
+        every query text): finding the matches alone, ranking them with ts_rank or ts_rank_cd, an all-words
+        (AND) query, and ranking only the 1000 most recent matches. (The server's own statement is sql_fts.)"""
+        from memvm.search.conversation import any_word_query
+
+        base = "FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ to_tsquery('english', $2)"
+        variants = {
+            "match only (count, bitmap scan)": ("SELECT count(*) " + base, "or"),
+            "match + ORDER BY ts_rank LIMIT 50": ("SELECT id " + base + " ORDER BY ts_rank(fts, to_tsquery('english', $2)) DESC, seq DESC LIMIT 50", "or"),
+            "match + ORDER BY ts_rank_cd LIMIT 50": ("SELECT id " + base + " ORDER BY ts_rank_cd(fts, to_tsquery('english', $2)) DESC, seq DESC LIMIT 50", "or"),
+            "all words (AND) + ts_rank_cd LIMIT 50": ("SELECT id " + base + " ORDER BY ts_rank_cd(fts, to_tsquery('english', $2)) DESC, seq DESC LIMIT 50", "and"),
+            "rank only the 1000 newest matches": ("SELECT id FROM (SELECT id, seq, fts " + base + " ORDER BY seq DESC LIMIT 1000) m "
+                                                  "ORDER BY ts_rank_cd(fts, to_tsquery('english', $2)) DESC, seq DESC LIMIT 50", "or"),
+        }
+        out = {}
+        for name, (sql, kind) in variants.items():
+            lat, rows_n = [], []
+            for q in QUERIES:
+                tq = any_word_query(q)
+                if kind == "and":
+                    tq = " & ".join(tq.split(" | "))
+                t = time.perf_counter()
+                rows = await conn.fetch(sql, agent_id, tq)
+                lat.append(time.perf_counter() - t)
+                rows_n.append(rows[0][0] if name.startswith("match only") else len(rows))
+            out[name] = {**stats_ms(lat), "rows_median": int(np.median(rows_n))}
+            log(f"  fts variant: {name:<48} p50 {out[name]['p50_ms']} ms p95 {out[name]['p95_ms']} ms (rows median {out[name]['rows_median']})")
+        return out
+
     async def exact_messages(self, conn: asyncpg.Connection, agent_id: str, q: np.ndarray, k: int) -> list[str]:
         async with conn.transaction():
             await conn.execute("SET LOCAL enable_indexscan = off")
@@ -603,7 +737,9 @@ class Bench:
             return [r["id"] for r in rows]
 
     async def sql_profile(self, conn: asyncpg.Connection, s: ServerSql, n: int, vec_for=None, sql_for=None) -> dict[str, Any]:
-        """The server's statement run directly (same SET LOCALs, same parameters), timed at the client, and EXPLAIN ANALYZE."""
+        """The server's statement run directly (same SET LOCALs, same parameters), timed at the client;
+        EXPLAIN (ANALYZE, BUFFERS) of it, and the plan PostgreSQL would use for it as a generic
+        (parameter-independent) prepared statement, which asyncpg's statement cache can end up running."""
         lat = []
         for i in range(n):
             q = QUERIES[i % len(QUERIES)]
@@ -612,18 +748,139 @@ class Bench:
             lat.append(dt)
         q0 = QUERIES[0]
         st0 = sql_for(q0) if sql_for else s
-        _, rows = await run_server_sql(conn, st0, st0.args(vec_for(q0) if vec_for else None), explain="EXPLAIN (ANALYZE, BUFFERS)")
-        plan = "\n".join(r[0] for r in rows)
+        args0 = st0.args(vec_for(q0) if vec_for else None)
+        _, rows = await run_server_sql(conn, st0, args0, explain="EXPLAIN (ANALYZE, BUFFERS)")
+        plan = short_plan("\n".join(r[0] for r in rows))
         generic = None
         try:
             async with conn.transaction():
-                for x in st0.sets:
-                    await conn.execute(x)
-                rows = await conn.fetch("EXPLAIN (GENERIC_PLAN) " + st0.sql)
-                generic = "\n".join(r[0] for r in rows)
-        except Exception as e:  # PostgreSQL < 16
-            generic = f"(EXPLAIN GENERIC_PLAN failed: {e})"
-        return {"statement": st0.as_dict(), "client_timed": stats_ms(lat), "explain_analyze": plan, "generic_plan": generic}
+                for x, x_args in st0.sets:
+                    await conn.execute(x, *x_args)
+                await conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+                await conn.execute("PREPARE bench_generic AS " + st0.sql)
+                try:
+                    rows = await conn.fetch("EXPLAIN (ANALYZE, BUFFERS) EXECUTE bench_generic(" + ", ".join(sql_literal(v) for v in args0) + ")")
+                    generic = short_plan("\n".join(r[0] for r in rows))
+                finally:
+                    await conn.execute("DEALLOCATE bench_generic")
+        except Exception as e:
+            generic = f"(generic plan check failed: {type(e).__name__}: {e})"
+        return {"statement": st0.as_dict(), "client_timed": stats_ms(lat), "explain_analyze": plan, "generic_plan_explain_analyze": generic}
+
+    async def inprocess_profile(self, kind: str, agent_id: str, n: int) -> dict[str, Any]:
+        """Where the time of one search goes, measured in this process on memvm's own code and the same
+        database: (1) the runtime function the endpoint calls, with every stage timed by wrapping the
+        module attributes it looks up (nothing in src/ is changed); (2) the whole endpoint through
+        FastAPI in-process (httpx.ASGITransport: no socket, no uvicorn); (3) cProfile of (2)."""
+        import cProfile
+        import io
+        import pstats
+
+        from memvm.agents import service as agents_service
+        from memvm.archives import repository as arch_repo
+        from memvm.config import Settings
+        from memvm.db.database import DatabaseTarget
+        from memvm.main import create_app
+        from memvm.runtime import archival as rt_arch
+        from memvm.runtime import recall as rt_recall
+        from memvm.search import conversation as conv
+
+        settings = Settings(database_url=self.db_url, migrate_on_start=False, embedding_worker=False)
+        app = create_app(settings, database=DatabaseTarget(settings.database_url, "bench (in-process)"))
+        timings: dict[str, list[float]] = {}
+        patched: list[tuple[Any, str, Any]] = []
+
+        def wrap(obj: Any, attr: str, label: str) -> None:
+            orig = getattr(obj, attr)
+
+            async def timed(*args, **kw):
+                t = time.perf_counter()
+                try:
+                    return await orig(*args, **kw)
+                finally:
+                    timings.setdefault(label, []).append(time.perf_counter() - t)
+
+            setattr(obj, attr, timed)
+            patched.append((obj, attr, orig))
+
+        out: dict[str, Any] = {"runs": n}
+        async with app.router.lifespan_context(app):
+            deps = app.state.runtime
+            embedder = deps.embedders.for_handle(None)
+            await embedder.embed(["warm up"])
+            wrap(embedder, "embed", "embed (to_thread + ONNX)")
+            wrap(agents_service, "get_agent", "get_agent (SELECT agent)")
+            if kind == "archival":
+                wrap(rt_arch, "_agent_embedder", "transaction 1: read agent, pick embedder")
+                wrap(arch_repo, "archives_of", "archives_of (SELECT archives)")
+                wrap(rt_arch, "search_passages", "search_passages (settings + vector SQL + ORM rows)")
+
+                async def call(q: str):
+                    from memvm.archives.schemas import SearchFilters
+                    return await rt_arch.search_for_agent(deps, agent_id, SearchFilters(query=q, top_k=10))
+
+                path = f"/v1/agents/{agent_id}/archival-memory/search"
+
+                def req(q: str):
+                    return "GET", path, {"params": {"query": q, "top_k": 10}}
+            else:
+                wrap(conv, "_fts_ranking", "fts ranking SQL")
+                wrap(conv, "_vector_ranking", "vector ranking (settings + SQL)")
+                wrap(rt_recall, "search_messages", "transaction 2: search_messages (both rankings + fetch rows)")
+
+                async def call(q: str):
+                    return await rt_recall.search_history(deps, query=q, agent_id=agent_id, mode="hybrid", roles=[], start_date=None,
+                                                          end_date=None, limit=self.a.limit)
+
+                def req(q: str):
+                    return "POST", "/v1/agents/messages/search", {"json": {"query": q, "agent_id": agent_id, "search_mode": "hybrid", "limit": self.a.limit}}
+            try:
+                for i in range(3):
+                    await call(QUERIES[i])
+                timings.clear()
+                total = []
+                for i in range(n):
+                    t = time.perf_counter()
+                    await call(QUERIES[i % len(QUERIES)])
+                    total.append(time.perf_counter() - t)
+                stages = {k: stats_ms(v) for k, v in timings.items()}
+                out["runtime_call_total"] = stats_ms(total)
+                out["stages"] = stages
+                out["stage_calls_per_search"] = {k: round(len(v) / n, 2) for k, v in timings.items()}
+            finally:
+                for obj, attr, orig in reversed(patched):
+                    if obj is embedder:
+                        del obj.embed  # back to the class's method
+                    else:
+                        setattr(obj, attr, orig)
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://bench.local") as c:
+                for i in range(3):
+                    method, path_, kw = req(QUERIES[i])
+                    await c.request(method, path_, **kw)
+                lat = []
+                for i in range(n):
+                    method, path_, kw = req(QUERIES[i % len(QUERIES)])
+                    t = time.perf_counter()
+                    r = await c.request(method, path_, **kw)
+                    lat.append(time.perf_counter() - t)
+                    r.raise_for_status()
+                out["asgi_in_process"] = stats_ms(lat)
+                prof = cProfile.Profile()
+                prof.enable()
+                for i in range(n):
+                    method, path_, kw = req(QUERIES[i % len(QUERIES)])
+                    await c.request(method, path_, **kw)
+                prof.disable()
+                buf = io.StringIO()
+                pstats.Stats(prof, stream=buf).sort_stats("cumulative").print_stats(40)
+                out["cprofile_cumulative_top40"] = buf.getvalue()[-12000:]
+                buf = io.StringIO()
+                pstats.Stats(prof, stream=buf).sort_stats("tottime").print_stats(25)
+                out["cprofile_tottime_top25"] = buf.getvalue()[-8000:]
+        log(f"  in-process {kind}: runtime call p50 {out['runtime_call_total']['p50_ms']} ms; ASGI p50 {out['asgi_in_process']['p50_ms']} ms; "
+            + "; ".join(f"{k} p50 {v['p50_ms']}" for k, v in out["stages"].items()))
+        return out
 
     async def http_floor(self, n: int = 100) -> dict[str, Any]:
         lat = []
@@ -651,7 +908,9 @@ class Bench:
         # recall against the exact top-10 of the same vector
         recalls, t_recalls, filled = [], [], []
         for q in QUERIES:
-            api = [h["id"] for h in runs["plain_c1"]["bodies"].get(q, {}).get("results", [])]
+            if q not in runs["plain_c1"]["bodies"] or q not in runs["tagged_c1"]["bodies"]:
+                continue
+            api = [h["id"] for h in runs["plain_c1"]["bodies"][q].get("results", [])]
             exact = await self.exact_passages(conn2, archive_id, self.qvec[q], 10, None)
             if exact:
                 recalls.append(len(set(api) & set(exact)) / len(exact))
@@ -662,8 +921,11 @@ class Bench:
                 t_recalls.append(len({h["id"] for h in tb} & set(texact)) / len(texact))
             if not all(RARE_TAG in h.get("tags", []) for h in tb):
                 self.report["notes"].append(f"tag filter leak at {size}: a result without {RARE_TAG}")
+        out["recall_per_query"] = [round(x, 2) for x in recalls]
+        out["similarity_contrast"] = await self.contrast(conn2, archive_id)
         out["recall_at_10"] = round(float(np.mean(recalls)), 4) if recalls else None
         out["recall_at_10_min"] = round(float(np.min(recalls)), 2) if recalls else None
+        out["queries_recall_below_0_5"] = int(sum(x < 0.5 for x in recalls))
         out["tagged_recall_at_10"] = round(float(np.mean(t_recalls)), 4) if t_recalls else None
         out["tagged_filled"] = {"queries": len(filled), "min": min(filled) if filled else None, "full": sum(f == 10 for f in filled)}
         for k, v in runs.items():
@@ -679,7 +941,8 @@ class Bench:
             f"tagged p50 {out['sql_tagged']['client_timed']['p50_ms']} ms")
         sweep = []
         for ef in a.ef_sweep:
-            s = ServerSql(plain_sql.name, [plain_sql.sets[0], f"SET LOCAL hnsw.ef_search = {ef}"], plain_sql.sql, plain_sql.names,
+            s = ServerSql(plain_sql.name, [("SET LOCAL hnsw.iterative_scan = relaxed_order", []), (f"SET LOCAL hnsw.ef_search = {ef}", [])],
+                          plain_sql.sql, plain_sql.names,
                           plain_sql.params, plain_sql.vector_name)
             lat, rec = [], []
             for q in QUERIES:
@@ -690,6 +953,8 @@ class Bench:
             sweep.append({"ef_search": ef, "recall_at_10": round(float(np.mean(rec)), 4), **stats_ms(lat)})
             log(f"  ef_search={ef:<4} recall@10 {sweep[-1]['recall_at_10']}  SQL p50 {sweep[-1]['p50_ms']} ms p95 {sweep[-1]['p95_ms']}")
         out["ef_sweep_sql_only"] = sweep
+        if a.profile:
+            out["in_process"] = await self.inprocess_profile("archival", agent_id, a.profile_runs)
         out["loadavg_after"] = loadavg()
         return out
 
@@ -713,14 +978,21 @@ class Bench:
             self.report["http_floor_health"] = await self.http_floor()
             log(f"HTTP floor (GET /v1/health/): p50 {self.report['http_floor_health']['p50_ms']} ms")
 
-            centres = self.make_centres()
-            vm = VectorMaker(centres, np.random.default_rng(a.seed + 2))
-            self.report["data"] = {"clusters": a.clusters, "centres": "local-model embeddings of synthetic topic sentences",
-                                   "row_vector": "normalize(centre + 0.6 * 16-d cluster subspace + 0.35 * isotropic)",
-                                   "query_to_nearest_centre_cos": round(float(np.mean([max(centres @ self.qvec[q]) for q in QUERIES])), 3)}
-            # typical similarity of a row to its centre, for the record
-            probe = vm.make(np.arange(min(a.clusters, 200)))
-            self.report["data"]["row_to_centre_cos"] = round(float(np.mean(np.sum(probe * centres[: len(probe)], axis=1))), 3)
+            if a.vectors == "anchors":
+                vm = AnchorVectorMaker(self.anchor_vectors, self.anchor_clusters, a.clusters, np.random.default_rng(a.seed + 2))
+                self.report["data"] = {"vectors": "anchors", "clusters": a.clusters, "anchors": len(self.anchor_vectors),
+                                       "row_vector": "normalize(w*e_a + (1-w)*e_b + 0.25*isotropic), e_a, e_b local-model embeddings of "
+                                                     "two synthetic texts of the row's cluster, w ~ U(0.5, 1)",
+                                       "query_to_nearest_anchor_cos": round(float(np.mean([max(self.anchor_vectors @ self.qvec[q]) for q in QUERIES])), 3)}
+            else:
+                centres = self.make_centres()
+                vm = VectorMaker(centres, np.random.default_rng(a.seed + 2))
+                self.report["data"] = {"vectors": "subspace", "clusters": a.clusters, "centres": "local-model embeddings of synthetic topic sentences",
+                                       "row_vector": "normalize(centre + 0.6 * 16-d cluster subspace + 0.35 * isotropic)",
+                                       "query_to_nearest_centre_cos": round(float(np.mean([max(centres @ self.qvec[q]) for q in QUERIES])), 3)}
+                probe = vm.make(np.arange(min(a.clusters, 200)))
+                self.report["data"]["row_to_centre_cos"] = round(float(np.mean(np.sum(probe * centres[: len(probe)], axis=1))), 3)
+            log(f"data: {self.report['data']}")
 
             # ---------------- archival
             if a.sizes:
@@ -778,19 +1050,33 @@ class Bench:
                         ph["hybrid_results_per_query"] = {"min": min(hits), "max": max(hits)} if hits else None
                 for mode in ("fts", "vector"):
                     await self.warm(mode_req(mode), 3)
-                    res = await self.timed_queries(f"{mode} message search @{a.messages}", mode_req(mode), max(20, a.queries // 2), 1)
+                    res = await self.timed_queries(f"{mode} message search @{a.messages}", mode_req(mode), max(len(QUERIES), a.queries // 2), 1)
                     ph[f"{mode}_c1"] = res["stats"]
                     if mode == "vector":
+                        ph["vector_bodies_seen"] = len(res["bodies"])
                         rec = []
                         for q in QUERIES:
-                            api = [h["message"]["id"] for h in res["bodies"].get(q, [])][:10]
+                            if q not in res["bodies"]:
+                                continue
+                            api = [h["message"]["id"] for h in res["bodies"][q]][:10]
                             exact = await self.exact_messages(conn2, agent_id, self.qvec[q], 10)
                             rec.append(len(set(api) & set(exact)) / max(1, len(exact)))
                         ph["vector_recall_at_10"] = round(float(np.mean(rec)), 4)
+                        ph["vector_recall_per_query"] = [round(x, 2) for x in rec]
                         log(f"  vector-mode recall@10 vs exact: {ph['vector_recall_at_10']}")
                 fts_sql, vec_sql = await conversation_sql(agent_id, QUERIES[0], a.limit)
                 ph["sql_fts"] = await self.sql_profile(conn2, fts_sql, a.sql_runs, sql_for=lambda q: fts_query_param(fts_sql, q))
                 ph["sql_vector"] = await self.sql_profile(conn2, vec_sql, a.sql_runs, vec_for=lambda q: self.qvec[q])
+                rec = []
+                for q in QUERIES:
+                    _, rows = await run_server_sql(conn2, vec_sql, vec_sql.args(self.qvec[q]))
+                    exact = await self.exact_messages(conn2, agent_id, self.qvec[q], 10)
+                    rec.append(len({r["id"] for r in rows[:10]} & set(exact)) / max(1, len(exact)))
+                ph["sql_vector_recall_at_10"] = round(float(np.mean(rec)), 4)
+                ph["sql_vector_recall_per_query"] = [round(x, 2) for x in rec]
+                log(f"  vector ranking SQL alone: recall@10 {ph['sql_vector_recall_at_10']}")
+                if a.profile:
+                    ph["in_process"] = await self.inprocess_profile("conversation", agent_id, a.profile_runs)
                 # how many rows the any-word tsquery matches (ts_rank_cd is computed for every one of them)
                 from memvm.search.conversation import any_word_query
                 matches = []
@@ -799,6 +1085,7 @@ class Bench:
                         "SELECT count(*) FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ to_tsquery('english', $2)",
                         agent_id, any_word_query(q)))
                 ph["fts_matching_rows"] = {"queries": len(matches), "min": min(matches), "median": int(np.median(matches)), "max": max(matches)}
+                ph["fts_variants_sql_only"] = await self.fts_variants(conn2, agent_id)
                 log(f"  server SQL alone: fts p50 {ph['sql_fts']['client_timed']['p50_ms']} ms, vector p50 {ph['sql_vector']['client_timed']['p50_ms']} ms; "
                     f"fts matches per query {ph['fts_matching_rows']}")
                 ph["loadavg_after"] = loadavg()
@@ -814,6 +1101,11 @@ class Bench:
     # ---- summary table
     def summary(self) -> list[dict[str, Any]]:
         rows = []
+
+        def cpu(st: dict) -> str:
+            a, b = st.get("server_cpu_ms_per_op"), st.get("db_cpu_ms_per_op")
+            return "" if a is None else f"{a} + {b}"
+
         emb = self.report.get("embedding") or {}
         ph = self.report["phases"]
         big = max(self.a.sizes) if self.a.sizes else None
@@ -826,12 +1118,12 @@ class Bench:
             ok = None
             if is_target and s.get("p95_ms") is not None and p.get("recall_at_10") is not None:
                 ok = s["p95_ms"] <= TARGETS["archival_search_p95_ms"] and p["recall_at_10"] >= TARGETS["archival_recall_at_10"]
-            rows.append({"op": "archival search (HTTP, top_k=10)", "size": size, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"),
+            rows.append({"op": "archival search (HTTP, top_k=10)", "size": size, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
                          "quality": f"recall@10 {p.get('recall_at_10')}", "target": "p95 ≤ 10 ms, recall ≥ 0.95" if is_target else "-",
                          "pass": ok})
             t = p["tagged_c1"]
             f = p["tagged_filled"]
-            rows.append({"op": "archival search + tag on 2% (HTTP)", "size": size, "p50_ms": t.get("p50_ms"), "p95_ms": t.get("p95_ms"),
+            rows.append({"op": "archival search + tag on 2% (HTTP)", "size": size, "p50_ms": t.get("p50_ms"), "p95_ms": t.get("p95_ms"), "cpu": cpu(t),
                          "quality": f"filled {f['full']}/{f['queries']}, recall@10 {p.get('tagged_recall_at_10')}", "target": "top_k filled",
                          "pass": f["full"] == f["queries"]})
             rows.append({"op": "  archival: server SQL alone", "size": size, "p50_ms": p["sql_plain"]["client_timed"].get("p50_ms"),
@@ -840,12 +1132,12 @@ class Bench:
         if m:
             s = m.get("hybrid_c1") or {}
             ok = None if s.get("p95_ms") is None else (s["p95_ms"] <= TARGETS["hybrid_search_p95_ms"] if self.a.messages >= 100_000 else None)
-            rows.append({"op": "hybrid message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"),
+            rows.append({"op": "hybrid message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
                          "quality": f"{(m.get('hybrid_results_per_query') or {}).get('min')}–{(m.get('hybrid_results_per_query') or {}).get('max')} hits",
                          "target": "p95 ≤ 20 ms" if self.a.messages >= 100_000 else "-", "pass": ok})
             for mode in ("fts", "vector"):
                 s = m.get(f"{mode}_c1") or {}
-                rows.append({"op": f"  {mode}-only message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"),
+                rows.append({"op": f"  {mode}-only message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
                              "quality": f"recall@10 {m.get('vector_recall_at_10')}" if mode == "vector" else "-", "target": "-", "pass": None})
             rows.append({"op": "  fts ranking SQL alone", "size": self.a.messages, "p50_ms": m["sql_fts"]["client_timed"].get("p50_ms"),
                          "p95_ms": m["sql_fts"]["client_timed"].get("p95_ms"), "quality": f"{m['fts_matching_rows']['median']} matching rows (median)",
@@ -868,12 +1160,23 @@ def markdown(report: dict[str, Any]) -> str:
     lines = [f"# memvm search bench — {m['date_utc']}", "",
              f"{m.get('nproc')} cores ({m.get('cpu', '?')}), Python {m['python']}, PostgreSQL {report.get('postgres', {}).get('version')}, "
              f"pgvector {report.get('postgres', {}).get('pgvector')}; load average at start {m['loadavg_start']}, at end {m.get('loadavg_end')}.", "",
-             "| op | size | p50 ms | p95 ms | recall@10 / filled | target | pass |", "|---|---:|---:|---:|---|---|---|"]
+             "| op | size | p50 ms | p95 ms | recall@10 / filled | target | pass | CPU ms/op memvm + pg |",
+             "|---|---:|---:|---:|---|---|---|---:|"]
     for r in report.get("summary", []):
         p = "" if r["pass"] is None else ("**pass**" if r["pass"] else "**FAIL**")
         lines.append(f"| {r['op']} | {r['size'] if r['size'] is not None else ''} | {r['p50_ms'] if r['p50_ms'] is not None else ''} | "
-                     f"{r['p95_ms'] if r['p95_ms'] is not None else ''} | {r['quality']} | {r['target']} | {p} |")
+                     f"{r['p95_ms'] if r['p95_ms'] is not None else ''} | {r['quality']} | {r['target']} | {p} | {r.get('cpu', '')} |")
     lines.append("")
+    if report.get("data"):
+        lines += [f"Data: {json.dumps(report['data'])}", ""]
+    emb = report.get("embedding")
+    if emb:
+        lines.append(f"Embedding ({emb['model']}, {emb['threads']} ONNX threads, in-process): one short query per call p50 {emb['single']['p50_ms']} ms, "
+                     f"p95 {emb['single']['p95_ms']} ms, {emb['single']['sentences_per_s']}/s, {emb['single']['cpu_ms_per_sentence']} CPU ms each; "
+                     f"batch of {emb['batch']['sentences']} (24 words each) {emb['batch']['sentences_per_s']} sentences/s, "
+                     f"{emb['batch']['cpu_ms_per_sentence']} CPU ms each; 200 per call (an archive batch request) {emb['batch_200']['sentences_per_s']}/s. "
+                     f"One query with threads=1: p50 {emb.get('single_1_thread', {}).get('p50_ms')} ms, p95 {emb.get('single_1_thread', {}).get('p95_ms')} ms.")
+        lines.append("")
     for name, ph in report["phases"].items():
         lines.append(f"## {name}")
         lines.append("")
@@ -885,12 +1188,27 @@ def markdown(report: dict[str, Any]) -> str:
             if isinstance(v, dict) and "p50_ms" in v and "op" in v:
                 lines.append(f"- {v['op']} c={v['concurrency']}: n={v['n']} p50 {v['p50_ms']} p95 {v['p95_ms']} p99 {v.get('p99_ms')} ms, "
                              f"{v['ops_s']}/s, server CPU {v.get('server_cpu_ms_per_op')} ms/op, errors {v['errors'] or 0}")
+        if "fts_variants_sql_only" in ph:
+            lines.append("- full-text ranking variants (SQL only, every query text): " + "; ".join(
+                f"{k}: p50 {v['p50_ms']} ms, p95 {v['p95_ms']} ms (rows median {v['rows_median']})" for k, v in ph["fts_variants_sql_only"].items()))
+        if "similarity_contrast" in ph:
+            lines.append(f"- similarity of the exact neighbours (mean over queries): {json.dumps(ph['similarity_contrast'])}; "
+                         f"recall@10 per query: {ph.get('recall_per_query')}")
         if "ef_sweep_sql_only" in ph:
             lines.append("- ef_search sweep (server SQL alone): " + "; ".join(
                 f"ef {s['ef_search']}: recall {s['recall_at_10']}, p50 {s['p50_ms']} ms" for s in ph["ef_sweep_sql_only"]))
+        ip = ph.get("in_process")
+        if ip:
+            lines.append(f"- in-process (same code, same DB, no socket): runtime call p50 {ip['runtime_call_total']['p50_ms']} ms "
+                         f"p95 {ip['runtime_call_total']['p95_ms']}; whole endpoint via ASGI p50 {ip['asgi_in_process']['p50_ms']} ms "
+                         f"p95 {ip['asgi_in_process']['p95_ms']}")
+            for k, v in ip["stages"].items():
+                lines.append(f"  - {k}: p50 {v['p50_ms']} ms, p95 {v['p95_ms']} ms, {ip['stage_calls_per_search'][k]} calls per search")
         for k in ("sql_plain", "sql_tagged", "sql_fts", "sql_vector"):
             if k in ph:
                 lines += ["", f"### {k}: EXPLAIN (ANALYZE, BUFFERS), first query", "", "```", ph[k]["explain_analyze"], "```"]
+                lines += ["", f"Same statement as a generic prepared plan (plan_cache_mode = force_generic_plan):", "", "```",
+                          ph[k].get("generic_plan_explain_analyze") or "", "```"]
         lines.append("")
     if report["http_errors"]:
         lines.append("## HTTP errors")
@@ -912,18 +1230,24 @@ def main() -> int:
     ap.add_argument("--server-pid", type=int, help="memvm pid, for server CPU per request")
     ap.add_argument("--sizes", default="10000,100000", help="archive sizes (the archive grows from one to the next)")
     ap.add_argument("--messages", type=int, default=100_000, help="messages of the conversation-search agent (0 skips)")
-    ap.add_argument("--queries", type=int, default=200, help="HTTP requests per measured op at concurrency 1")
+    ap.add_argument("--queries", type=int, default=200, help="HTTP requests per measured op at concurrency 1 (at least 36: every query text once)")
     ap.add_argument("--concurrency", default="1", help="comma list; targets are read at 1")
     ap.add_argument("--limit", type=int, default=10, help="limit of the message searches")
     ap.add_argument("--sql-runs", type=int, default=100, help="direct runs of the server's SQL for the breakdown")
-    ap.add_argument("--ef-sweep", default="40,64,100,200", help="hnsw.ef_search values for the SQL-only recall/latency sweep")
+    ap.add_argument("--ef-sweep", default="40,100,200,400", help="hnsw.ef_search values for the SQL-only recall/latency sweep")
     ap.add_argument("--clusters", type=int, default=200)
+    ap.add_argument("--vectors", choices=["anchors", "subspace"], default="anchors",
+                    help="anchors: rows are noisy mixtures of two embedded texts (realistic similarity spread); "
+                         "subspace: centre + 16-d cluster subspace + isotropic noise (low contrast: a hard case for HNSW)")
     ap.add_argument("--index-mode", choices=["rebuild", "incremental"], default="rebuild",
                     help="rebuild: drop the HNSW index before COPY and recreate it (same DDL) after; incremental: insert with the index in place")
     ap.add_argument("--maintenance-work-mem", default="1GB", help="for the index build session only")
     ap.add_argument("--embed-single", type=int, default=200)
-    ap.add_argument("--embed-batch", type=int, default=1024)
+    ap.add_argument("--embed-batch", type=int, default=2048, help="texts embedded in one batch (throughput); also the anchors of --vectors anchors")
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--no-profile", dest="profile", action="store_false",
+                    help="skip the in-process stage timing / cProfile of the server's search code")
+    ap.add_argument("--profile-runs", type=int, default=60)
     ap.add_argument("--time-limit", type=float, default=1500.0, help="seconds; phases that would start later are skipped")
     ap.add_argument("--quick", action="store_true", help="2k/20k passages, 20k messages, 60 queries per op")
     ap.add_argument("--out-json")
@@ -935,7 +1259,9 @@ def main() -> int:
     if not (a.data_dir or a.pg_dsn):
         raise SystemExit("give --data-dir or --pg-dsn")
     if a.quick:
-        a.sizes, a.messages, a.queries, a.sql_runs, a.embed_single, a.embed_batch = "2000,20000", min(a.messages, 20_000), 60, 30, 60, 256
+        a.sizes, a.messages, a.queries, a.sql_runs, a.embed_single, a.embed_batch = "2000,20000", min(a.messages, 20_000), 60, 30, 60, 400
+        a.profile_runs = 30
+    a.queries = max(a.queries, len(QUERIES))
     a.sizes = [int(x) for x in str(a.sizes).split(",") if x.strip() and int(x) > 0]
     a.concurrency = [int(x) for x in str(a.concurrency).split(",") if x.strip()]
     a.ef_sweep = [int(x) for x in str(a.ef_sweep).split(",") if x.strip()]

@@ -24,10 +24,11 @@ class PassageHit:
 
 async def use_iterative_scan(session: AsyncSession, top_k: int) -> None:
     """Let the HNSW scan go on past ef_search when filters drop candidates, so a selective
-    filter still yields top_k results (pgvector ≥ 0.8); ef_search grows with top_k."""
+    filter still yields top_k results (pgvector ≥ 0.8). ef_search 100, not pgvector's 40: at 100k
+    passages recall@10 was 0.87–0.94 at 40 and 0.93–0.99 at 100 for ~5 ms of SQL (bench/README.md)."""
     await session.execute(
         text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"),
-        {"ef": str(max(40, 2 * top_k))},
+        {"ef": str(max(100, 2 * top_k))},
     )
 
 
