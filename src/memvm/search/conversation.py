@@ -18,6 +18,9 @@ from memvm.search.fusion import Fused, reciprocal_rank_fusion
 SearchMode = Literal["hybrid", "vector", "fts"]
 # Each ranking contributes this many candidates (at least) before fusion.
 CANDIDATES = 50
+# Full-text ranking looks at this many of the newest matching messages (bench: 17/25 ms p50/p95 in SQL
+# at 100k messages, against 205+ ms when every match is ranked).
+FTS_RANK_WINDOW = 1000
 
 
 @dataclass(frozen=True)
@@ -81,8 +84,18 @@ async def _fts_ranking(session: AsyncSession, base: Select, query: str, limit: i
     if text_query is None:
         return []
     terms = func.to_tsquery("english", text_query)
-    # ts_rank, not ts_rank_cd: about twice as fast on large match sets (measured: 21 vs 46 ms at 6.7k of 100k rows).
-    ranked = base.where(Message.fts.op("@@")(terms)).order_by(func.ts_rank(Message.fts, terms).desc(), Message.seq.desc())
+    # Ranking reads every match, and an any-word query can match a large share of a long history:
+    # rank only the newest FTS_RANK_WINDOW matches (older ones are still found by the vector side).
+    # ts_rank, not ts_rank_cd: about twice as fast per row.
+    recent = (
+        base.add_columns(Message.seq, Message.fts)
+        .where(Message.fts.op("@@")(terms))
+        .order_by(Message.seq.desc())
+        .limit(FTS_RANK_WINDOW)
+        .cte("recent_matches")
+        .prefix_with("MATERIALIZED")
+    )
+    ranked = select(recent.c.id).order_by(func.ts_rank(recent.c.fts, terms).desc(), recent.c.seq.desc())
     return list(await session.scalars(ranked.limit(limit)))
 
 
