@@ -1,13 +1,14 @@
 """Searching conversation history over the API: embed the query (outside any transaction),
 then rank in PostgreSQL."""
 
+from sqlalchemy import select
+
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.orm import Agent
 from memvm.runtime.deps import RuntimeDeps
 from memvm.search.conversation import MessageHit, QueryVector, SearchMode, search_messages
 from memvm.search.dates import parse_bound
-from sqlalchemy import select
 
 
 async def search_history(

@@ -34,7 +34,7 @@ from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
 from memvm.tools.context import ToolContext
-from memvm.tools.executor import ToolOutcome, execute
+from memvm.tools.executor import execute
 from memvm.tools.specs import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
 
 log = logging.getLogger(__name__)

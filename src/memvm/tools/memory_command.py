@@ -4,7 +4,6 @@ from memvm.agents import service as agents
 from memvm.blocks import service as blocks
 from memvm.errors import MemoryEditError
 from memvm.memory import edits
-from memvm.memory.rules import check_label
 from memvm.tools.context import ToolContext
 from memvm.tools.memory_tools import create_block, locked_block, remove_block, write_value
 
@@ -62,7 +61,7 @@ async def _view(ctx: ToolContext, path: str | None) -> str:
 
 async def _rename(ctx: ToolContext, path: str | None, description: str | None, old_path: str | None, new_path: str | None) -> str:
     if old_path is not None and new_path is not None:
-        old_label, new_label = _label(old_path), check_label(_label(new_path))
+        old_label, new_label = _label(old_path), _label(new_path)  # apply_changes checks the label
         block = await locked_block(ctx, old_label)
         await blocks.apply_changes(ctx.session, block, {"label": new_label}, actor=ctx.actor)
         return f"Renamed memory block '{old_label}' to '{new_label}'."

@@ -9,7 +9,6 @@ from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockCreate
 from memvm.errors import MemoryEditError
 from memvm.memory import edits
-from memvm.memory.rules import check_label
 from memvm.orm import AgentBlock, Block
 from memvm.tools.context import ToolContext
 
@@ -82,7 +81,7 @@ async def _apply_op(ctx: ToolContext, op: edits.PatchOp) -> str:
         return f"deleted '{op.label}'"
     block = await locked_block(ctx, op.label)
     if op.kind == "move":
-        await blocks.apply_changes(ctx.session, block, {"label": check_label(op.new_label or "")}, actor=ctx.actor)
+        await blocks.apply_changes(ctx.session, block, {"label": op.new_label or ""}, actor=ctx.actor)
         return f"moved '{op.label}' to '{op.new_label}'"
     await write_value(ctx, block, edits.apply_patch(op.label, block.value, op.body))
     return f"updated '{op.label}'"
