@@ -130,6 +130,12 @@ QUERIES = [
 ]
 
 
+def any_word_query(query: str) -> str | None:
+    """A tsquery text matching ANY of the query's words (for the full-text variants measured beside the server's SQL)."""
+    words = re.findall(r"\w+", query.lower())
+    return " | ".join(dict.fromkeys(words)) or None
+
+
 def zipf_weights(n: int, s: float = 1.1) -> np.ndarray:
     w = 1.0 / np.arange(1, n + 1) ** s
     return w / w.sum()
@@ -309,8 +315,9 @@ class _Capture:
     """Stands in for an AsyncSession: records every statement memvm.search.* would execute, with the
     parameters passed alongside (e.g. text("... :ef"), {"ef": "40"})."""
 
-    def __init__(self) -> None:
+    def __init__(self, lexemes: list[str] | None = None) -> None:
         self.statements: list[tuple[Any, dict[str, Any] | None]] = []
+        self.lexemes = lexemes or []  # what the server's lexeme lookup (session.scalar) would return
 
     async def execute(self, statement, params=None, *a, **k):
         self.statements.append((statement, params))
@@ -324,6 +331,9 @@ class _Capture:
     async def scalars(self, statement, params=None, *a, **k):
         self.statements.append((statement, params))
         return []
+
+    async def scalar(self, statement, params=None, *a, **k):
+        return self.lexemes
 
     def compiled(self) -> list[tuple[str, list[str], dict[str, Any]]]:
         return [_compiled(st, params) for st, params in self.statements]
@@ -385,31 +395,21 @@ async def archival_sql(archive_id: str, top_k: int, tags: list[str]) -> ServerSq
     return ServerSql("archival" + ("+tags" if tags else ""), _sets(compiled), sql, names, params, _vector_param(names, params))
 
 
-async def conversation_sql(agent_id: str, query: str, limit: int) -> tuple[ServerSql, ServerSql]:
+async def conversation_sql(conn: asyncpg.Connection, agent_id: str, query: str, limit: int, mode: str) -> ServerSql:
+    """The server's ranking statement for this query and search mode: its full-text branches (one per
+    query lexeme, so it is compiled per query; the lexemes come from PostgreSQL, as in the server)
+    and/or its vector branch, in one UNION ALL."""
     from memvm.search import conversation
 
-    cap = _Capture()
+    lexemes = list(await conn.fetchval("SELECT tsvector_to_array(to_tsvector('english', $1::text))", query))
+    cap = _Capture(lexemes[: conversation.MAX_LEXEMES])
     marker = [0.123456] * DIM
     await conversation.search_messages(cap, agent_ids=[agent_id], query=query, vector=conversation.QueryVector(MODEL, DIM, marker),
-                                       mode="hybrid", limit=limit)
+                                       mode=mode, limit=limit)
     compiled = cap.compiled()
-    fts_sql, fts_names, fts_params = next(c for c in compiled if "to_tsquery" in c[0] or "@@" in c[0])
-    vec_sql, vec_names, vec_params = next(c for c in compiled if "<=>" in c[0])
-    fts = ServerSql("conversation fts ranking", [], fts_sql, fts_names, fts_params, None)
-    fts.text_name = next(n for n in fts_names if fts_params[n] == conversation.any_word_query(query))
-    vec = ServerSql("conversation vector ranking", _sets(compiled), vec_sql, vec_names, vec_params, _vector_param(vec_names, vec_params))
-    return fts, vec
-
-
-def fts_query_param(sql: ServerSql, query: str) -> ServerSql:
-    """The same fts statement for another query text (memvm's any_word_query makes the tsquery text)."""
-    from memvm.search.conversation import any_word_query
-
-    params = dict(sql.params)
-    params[sql.text_name] = any_word_query(query)
-    out = ServerSql(sql.name, sql.sets, sql.sql, sql.names, params, sql.vector_name)
-    out.text_name = sql.text_name
-    return out
+    sql, names, params = next(c for c in compiled if "UNION ALL" in c[0] or "@@" in c[0] or "<=>" in c[0])
+    vector_name = _vector_param(names, params) if mode != "fts" else None
+    return ServerSql(f"conversation {mode} rankings", _sets(compiled), sql, names, params, vector_name)
 
 
 _VEC_LITERAL = re.compile(r"'\[[-0-9.e,]{200,}\]'")
@@ -453,6 +453,7 @@ class Bench:
                                        "targets": TARGETS, "phases": {}, "http_errors": [], "notes": []}
         self.deadline = time.perf_counter() + a.time_limit
         self.qvec: dict[str, np.ndarray] = {}
+        self.request_no = 0  # makes every fresh query text unique over the whole run
         self.client: httpx.AsyncClient | None = None
         self.pg: asyncpg.Connection | None = None
         self.embedder = None
@@ -480,12 +481,17 @@ class Bench:
         return dt, r
 
     async def connect_pg(self) -> asyncpg.Connection:
+        # The server's own per-connection settings (ef_search, iterative scan, jit, custom plans), so the
+        # SQL timed here runs as it does in the server.
+        from memvm.db.engine import SESSION_SETTINGS
+
         if self.a.pg_dsn:
-            conn = await asyncpg.connect(self.a.pg_dsn)
+            conn = await asyncpg.connect(self.a.pg_dsn, server_settings=SESSION_SETTINGS)
             self.db_url = "postgresql+asyncpg://" + self.a.pg_dsn.split("://", 1)[1]
         else:
             sock, port = pg_socket_of(Path(self.a.data_dir))
-            conn = await asyncpg.connect(host=sock, port=port, user=self.a.pg_user, database=self.a.pg_database)
+            conn = await asyncpg.connect(host=sock, port=port, user=self.a.pg_user, database=self.a.pg_database,
+                                         server_settings=SESSION_SETTINGS)
             self.pg_pid = int((Path(self.a.data_dir) / "pg" / "postmaster.pid").read_text().split()[0])
             self.db_url = f"postgresql+asyncpg://{self.a.pg_user}@/{self.a.pg_database}?host={sock}&port={port}"
         await register_vector(conn)
@@ -634,10 +640,14 @@ class Bench:
         return r.json()["id"]
 
     # ---- measuring
-    async def timed_queries(self, name: str, make_req, n: int, conc: int) -> dict[str, Any]:
-        """n requests (cycling QUERIES) with conc workers; returns latency stats and the last body per query."""
+    async def timed_queries(self, name: str, make_req, n: int, conc: int, *, fresh: bool = True) -> dict[str, Any]:
+        """n requests (cycling QUERIES) with conc workers; returns latency stats, the last body per query and
+        the text it was sent as. `fresh`: every request's text is new (the query plus " (#<i>)"), so the
+        server's query-vector cache never hits and the query's embedding is part of every request;
+        otherwise the 36 texts repeat (after the first pass, each search is a cache hit)."""
         lat: list[float] = []
         bodies: dict[str, Any] = {}
+        texts: dict[str, str] = {}
         errors: dict[int, int] = {}
         counter = {"i": 0}
         cpu0, db0 = proc_cpu_s(self.a.server_pid), proc_cpu_s(self.pg_pid)
@@ -648,11 +658,13 @@ class Bench:
                 i = counter["i"]
                 counter["i"] += 1
                 q = QUERIES[i % len(QUERIES)]
-                method, path, kw = make_req(q)
+                text = f"{q} (#{self.request_no})" if fresh else q
+                self.request_no += 1
+                method, path, kw = make_req(text)
                 dt, r = await self.http(method, path, expect_ok=False, **kw)
                 if r.status_code < 300:
                     lat.append(dt)
-                    bodies[q] = r.json()
+                    bodies[q], texts[q] = r.json(), text
                 else:
                     errors[r.status_code] = errors.get(r.status_code, 0) + 1
 
@@ -666,7 +678,18 @@ class Bench:
             s["db_cpu_ms_per_op"] = round((db1 - db0) * 1000 / len(lat), 2)
         log(f"  {name:<34} c={conc:<2} n={s.get('n')} p50={s.get('p50_ms')} p95={s.get('p95_ms')} ms  {s['ops_s']}/s  "
             f"CPU memvm {s.get('server_cpu_ms_per_op')} + pg {s.get('db_cpu_ms_per_op')} ms/op  errors={errors or ''}")
-        return {"stats": s, "bodies": bodies}
+        return {"stats": s, "bodies": bodies, "texts": texts}
+
+    def fresh_text(self, i: int) -> str:
+        """A query text the server has not seen (its query-vector cache misses)."""
+        self.request_no += 1
+        return f"{QUERIES[i % len(QUERIES)]} (#{self.request_no})"
+
+    def vector_of(self, text: str) -> np.ndarray:
+        """The vector the server computes for a query text (same model, one text per call)."""
+        if text not in self.qvec:
+            self.qvec[text] = self.embedder.embed_sync([text])[0]
+        return self.qvec[text]
 
     async def warm(self, make_req, k: int = 5) -> None:
         for i in range(k):
@@ -702,8 +725,6 @@ class Bench:
         """Where the full-text ranking's time goes, and what other shapes would cost (SQL only, each over
         every query text): finding the matches alone, ranking them with ts_rank or ts_rank_cd, an all-words
         (AND) query, and ranking only the 1000 most recent matches. (The server's own statement is sql_fts.)"""
-        from memvm.search.conversation import any_word_query
-
         base = "FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ to_tsquery('english', $2)"
         variants = {
             "match only (count, bitmap scan)": ("SELECT count(*) " + base, "or"),
@@ -811,9 +832,8 @@ class Bench:
             wrap(embedder, "embed", "embed (to_thread + ONNX)")
             wrap(agents_service, "get_agent", "get_agent (SELECT agent)")
             if kind == "archival":
-                wrap(rt_arch, "_agent_embedder", "transaction 1: read agent, pick embedder")
-                wrap(arch_repo, "archives_of", "archives_of (SELECT archives)")
-                wrap(rt_arch, "search_passages", "search_passages (settings + vector SQL + ORM rows)")
+                wrap(arch_repo, "search_scope", "transaction 1: search_scope (agent + archives, one SELECT)")
+                wrap(rt_arch, "search_passages", "search_passages (vector SQL + result rows)")
 
                 async def call(q: str):
                     from memvm.archives.schemas import SearchFilters
@@ -824,9 +844,8 @@ class Bench:
                 def req(q: str):
                     return "GET", path, {"params": {"query": q, "top_k": 10}}
             else:
-                wrap(conv, "_fts_ranking", "fts ranking SQL")
-                wrap(conv, "_vector_ranking", "vector ranking (settings + SQL)")
-                wrap(rt_recall, "search_messages", "transaction 2: search_messages (both rankings + fetch rows)")
+                wrap(conv, "query_lexemes", "lexeme lookup (SELECT to_tsvector)")
+                wrap(rt_recall, "search_messages", "transaction 2: search_messages (lexemes, rankings statement, fetch rows)")
 
                 async def call(q: str):
                     return await rt_recall.search_history(deps, query=q, agent_id=agent_id, mode="hybrid", roles=[], start_date=None,
@@ -841,7 +860,7 @@ class Bench:
                 total = []
                 for i in range(n):
                     t = time.perf_counter()
-                    await call(QUERIES[i % len(QUERIES)])
+                    await call(self.fresh_text(i))
                     total.append(time.perf_counter() - t)
                 stages = {k: stats_ms(v) for k, v in timings.items()}
                 out["runtime_call_total"] = stats_ms(total)
@@ -860,7 +879,7 @@ class Bench:
                     await c.request(method, path_, **kw)
                 lat = []
                 for i in range(n):
-                    method, path_, kw = req(QUERIES[i % len(QUERIES)])
+                    method, path_, kw = req(self.fresh_text(i))
                     t = time.perf_counter()
                     r = await c.request(method, path_, **kw)
                     lat.append(time.perf_counter() - t)
@@ -869,7 +888,7 @@ class Bench:
                 prof = cProfile.Profile()
                 prof.enable()
                 for i in range(n):
-                    method, path_, kw = req(QUERIES[i % len(QUERIES)])
+                    method, path_, kw = req(self.fresh_text(i))
                     await c.request(method, path_, **kw)
                 prof.disable()
                 buf = io.StringIO()
@@ -905,17 +924,19 @@ class Bench:
             runs[f"plain_c{conc}"] = await self.timed_queries(f"archival search @{size}", plain, a.queries * (1 if conc == 1 else 2), conc)
         await self.warm(tagged, 3)
         runs["tagged_c1"] = await self.timed_queries(f"archival search +tag(2%) @{size}", tagged, a.queries, 1)
+        await self.warm(plain, len(QUERIES))  # every text seen once: the timed requests below are cache hits
+        runs["repeated_c1"] = await self.timed_queries(f"archival search, repeated text @{size}", plain, a.queries, 1, fresh=False)
         # recall against the exact top-10 of the same vector
         recalls, t_recalls, filled = [], [], []
         for q in QUERIES:
             if q not in runs["plain_c1"]["bodies"] or q not in runs["tagged_c1"]["bodies"]:
                 continue
             api = [h["id"] for h in runs["plain_c1"]["bodies"][q].get("results", [])]
-            exact = await self.exact_passages(conn2, archive_id, self.qvec[q], 10, None)
+            exact = await self.exact_passages(conn2, archive_id, self.vector_of(runs["plain_c1"]["texts"][q]), 10, None)
             if exact:
                 recalls.append(len(set(api) & set(exact)) / len(exact))
             tb = runs["tagged_c1"]["bodies"].get(q, {}).get("results", [])
-            texact = await self.exact_passages(conn2, archive_id, self.qvec[q], 10, RARE_TAG)
+            texact = await self.exact_passages(conn2, archive_id, self.vector_of(runs["tagged_c1"]["texts"][q]), 10, RARE_TAG)
             filled.append(len(tb))
             if texact:
                 t_recalls.append(len({h["id"] for h in tb} & set(texact)) / len(texact))
@@ -1048,6 +1069,9 @@ class Bench:
                     if conc == 1:
                         hits = [len(b) for b in res["bodies"].values()]
                         ph["hybrid_results_per_query"] = {"min": min(hits), "max": max(hits)} if hits else None
+                await self.warm(mode_req("hybrid"), len(QUERIES))  # every text seen once: the timed requests are cache hits
+                ph["hybrid_repeated_c1"] = (await self.timed_queries(f"hybrid search, repeated text @{a.messages}", mode_req("hybrid"),
+                                                                      a.queries, 1, fresh=False))["stats"]
                 for mode in ("fts", "vector"):
                     await self.warm(mode_req(mode), 3)
                     res = await self.timed_queries(f"{mode} message search @{a.messages}", mode_req(mode), max(len(QUERIES), a.queries // 2), 1)
@@ -1059,13 +1083,17 @@ class Bench:
                             if q not in res["bodies"]:
                                 continue
                             api = [h["message"]["id"] for h in res["bodies"][q]][:10]
-                            exact = await self.exact_messages(conn2, agent_id, self.qvec[q], 10)
+                            exact = await self.exact_messages(conn2, agent_id, self.vector_of(res["texts"][q]), 10)
                             rec.append(len(set(api) & set(exact)) / max(1, len(exact)))
                         ph["vector_recall_at_10"] = round(float(np.mean(rec)), 4)
                         ph["vector_recall_per_query"] = [round(x, 2) for x in rec]
                         log(f"  vector-mode recall@10 vs exact: {ph['vector_recall_at_10']}")
-                fts_sql, vec_sql = await conversation_sql(agent_id, QUERIES[0], a.limit)
-                ph["sql_fts"] = await self.sql_profile(conn2, fts_sql, a.sql_runs, sql_for=lambda q: fts_query_param(fts_sql, q))
+                fts_by_query = {q: await conversation_sql(conn2, agent_id, q, a.limit, "fts") for q in QUERIES}
+                hybrid_by_query = {q: await conversation_sql(conn2, agent_id, q, a.limit, "hybrid") for q in QUERIES}
+                fts_sql, vec_sql = fts_by_query[QUERIES[0]], await conversation_sql(conn2, agent_id, QUERIES[0], a.limit, "vector")
+                ph["sql_fts"] = await self.sql_profile(conn2, fts_sql, a.sql_runs, sql_for=fts_by_query.__getitem__)
+                ph["sql_hybrid"] = await self.sql_profile(conn2, hybrid_by_query[QUERIES[0]], a.sql_runs, vec_for=self.vector_of,
+                                                          sql_for=hybrid_by_query.__getitem__)
                 ph["sql_vector"] = await self.sql_profile(conn2, vec_sql, a.sql_runs, vec_for=lambda q: self.qvec[q])
                 rec = []
                 for q in QUERIES:
@@ -1078,7 +1106,6 @@ class Bench:
                 if a.profile:
                     ph["in_process"] = await self.inprocess_profile("conversation", agent_id, a.profile_runs)
                 # how many rows the any-word tsquery matches (ts_rank_cd is computed for every one of them)
-                from memvm.search.conversation import any_word_query
                 matches = []
                 for q in QUERIES[:12]:
                     matches.append(await conn2.fetchval(
@@ -1121,6 +1148,10 @@ class Bench:
             rows.append({"op": "archival search (HTTP, top_k=10)", "size": size, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
                          "quality": f"recall@10 {p.get('recall_at_10')}", "target": "p95 ≤ 10 ms, recall ≥ 0.95" if is_target else "-",
                          "pass": ok})
+            r = p.get("repeated_c1")
+            if r:
+                rows.append({"op": "  archival search, repeated text (query vector cached)", "size": size, "p50_ms": r.get("p50_ms"),
+                             "p95_ms": r.get("p95_ms"), "cpu": cpu(r), "quality": "-", "target": "-", "pass": None})
             t = p["tagged_c1"]
             f = p["tagged_filled"]
             rows.append({"op": "archival search + tag on 2% (HTTP)", "size": size, "p50_ms": t.get("p50_ms"), "p95_ms": t.get("p95_ms"), "cpu": cpu(t),
@@ -1135,6 +1166,10 @@ class Bench:
             rows.append({"op": "hybrid message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
                          "quality": f"{(m.get('hybrid_results_per_query') or {}).get('min')}–{(m.get('hybrid_results_per_query') or {}).get('max')} hits",
                          "target": "p95 ≤ 20 ms" if self.a.messages >= 100_000 else "-", "pass": ok})
+            r = m.get("hybrid_repeated_c1")
+            if r:
+                rows.append({"op": "  hybrid search, repeated text (query vector cached)", "size": self.a.messages, "p50_ms": r.get("p50_ms"),
+                             "p95_ms": r.get("p95_ms"), "cpu": cpu(r), "quality": "-", "target": "-", "pass": None})
             for mode in ("fts", "vector"):
                 s = m.get(f"{mode}_c1") or {}
                 rows.append({"op": f"  {mode}-only message search (HTTP)", "size": self.a.messages, "p50_ms": s.get("p50_ms"), "p95_ms": s.get("p95_ms"), "cpu": cpu(s),
@@ -1142,6 +1177,10 @@ class Bench:
             rows.append({"op": "  fts ranking SQL alone", "size": self.a.messages, "p50_ms": m["sql_fts"]["client_timed"].get("p50_ms"),
                          "p95_ms": m["sql_fts"]["client_timed"].get("p95_ms"), "quality": f"{m['fts_matching_rows']['median']} matching rows (median)",
                          "target": "-", "pass": None})
+            if "sql_hybrid" in m:
+                rows.append({"op": "  hybrid rankings SQL alone (one statement)", "size": self.a.messages,
+                             "p50_ms": m["sql_hybrid"]["client_timed"].get("p50_ms"), "p95_ms": m["sql_hybrid"]["client_timed"].get("p95_ms"),
+                             "quality": "-", "target": "-", "pass": None})
             rows.append({"op": "  vector ranking SQL alone", "size": self.a.messages, "p50_ms": m["sql_vector"]["client_timed"].get("p50_ms"),
                          "p95_ms": m["sql_vector"]["client_timed"].get("p95_ms"), "quality": "-", "target": "-", "pass": None})
         if emb:
@@ -1204,10 +1243,10 @@ def markdown(report: dict[str, Any]) -> str:
                          f"p95 {ip['asgi_in_process']['p95_ms']}")
             for k, v in ip["stages"].items():
                 lines.append(f"  - {k}: p50 {v['p50_ms']} ms, p95 {v['p95_ms']} ms, {ip['stage_calls_per_search'][k]} calls per search")
-        for k in ("sql_plain", "sql_tagged", "sql_fts", "sql_vector"):
+        for k in ("sql_plain", "sql_tagged", "sql_fts", "sql_hybrid", "sql_vector"):
             if k in ph:
                 lines += ["", f"### {k}: EXPLAIN (ANALYZE, BUFFERS), first query", "", "```", ph[k]["explain_analyze"], "```"]
-                lines += ["", f"Same statement as a generic prepared plan (plan_cache_mode = force_generic_plan):", "", "```",
+                lines += ["", "Same statement as a generic prepared plan (plan_cache_mode = force_generic_plan):", "", "```",
                           ph[k].get("generic_plan_explain_analyze") or "", "```"]
         lines.append("")
     if report["http_errors"]:

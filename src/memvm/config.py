@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     data_dir: Path = Field(default_factory=default_data_dir)
     db_pool_size: int = Field(20, ge=1)
     db_max_overflow: int = Field(20, ge=0)
+    # A pooled connection unused this long is pinged before use (one that was used more recently is
+    # trusted: a ping is three round trips, a large share of a short request).
+    db_idle_ping_seconds: float = Field(5.0, ge=0)
     log_level: str = "info"
     migrate_on_start: bool = True
 

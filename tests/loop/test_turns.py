@@ -42,7 +42,7 @@ async def test_memory_edit_reaches_the_model_on_the_next_turn_not_this_one(clien
     llm.reply("Hi again Robert.")
 
     first = await send(client, agent["id"], "Call me Robert")
-    second = await send(client, agent["id"], "Who am I?")
+    await send(client, agent["id"], "Who am I?")
 
     assert types(first) == ["tool_call_message", "tool_return_message", "assistant_message"]
     assert first["messages"][1]["status"] == "success"

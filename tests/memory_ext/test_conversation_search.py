@@ -58,6 +58,45 @@ async def test_hybrid_finds_what_fulltext_and_vector_each_miss(client, db):
     assert keyword_hit["fts_rank"] == 1
 
 
+async def test_full_text_ranks_a_rare_word_above_common_ones_deep_in_history(client, db):
+    agent = await create_agent(client)
+    await add_messages(db, agent["id"], ["The plumber fixed the boiler."])
+    await add_messages(db, agent["id"], [f"meeting notes for project {n}" for n in range(80)])  # more than one lexeme window
+
+    results = await search(client, query="boiler meeting notes", agent_id=agent["id"], search_mode="fts", limit=3)
+
+    assert [r["embedded_text"] for r in results] == [
+        "The plumber fixed the boiler.", "meeting notes for project 79", "meeting notes for project 78"]
+    assert [r["fts_rank"] for r in results] == [1, 2, 3]
+
+
+async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db):
+    agents = [(await create_agent(client))["id"] for _ in range(3)]
+    rows = [(new_id("message"), agents[n % 3], f"note {n} about the garden" + (" and the boiler" if n % 500 == 0 else ""))
+            for n in range(3000)]
+    await db.executemany("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
+                         " VALUES ($1, $2, 'user', 'message', $3, false, 5)", rows)  # 5 attempts: not queued for embedding
+    await db.execute("ANALYZE message")
+
+    explain_only = db.transaction()
+    await explain_only.start()
+    try:
+        # This table is small enough for a scan of the agent's rows to look cheaper: take those paths away
+        # (rolled back below) to see that the GIN index itself narrows to the agent.
+        await db.execute("SET LOCAL enable_seqscan = off")
+        await db.execute("SET LOCAL enable_indexscan = off")
+        await db.execute("DROP INDEX ix_message_agent_id_seq")
+        plan = "\n".join(r[0] for r in await db.fetch(
+            "EXPLAIN SELECT id FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ 'boiler'::tsquery"
+            " ORDER BY seq DESC LIMIT 50", agents[0]))
+    finally:
+        await explain_only.rollback()
+
+    assert "ix_message_agent_id_fts" in plan, plan
+    index_condition = next(line for line in plan.splitlines() if "Index Cond" in line)
+    assert "agent_id" in index_condition and "fts" in index_condition
+
+
 async def test_role_and_date_filters_and_limit(client, db):
     agent = await create_agent(client)
     await add_messages(db, agent["id"], ["I adopted a cat named Miso."], role="user", created_at=_day("2024-01-10"))

@@ -66,10 +66,14 @@ async def _initial_tools(session: AsyncSession, data: AgentCreate) -> list[Tool]
     return chosen + [await tools.get_tool(session, tool_id) for tool_id in data.tool_ids]
 
 
+def agent_not_found(agent_id: str) -> NotFound:
+    return NotFound(f"Agent {agent_id!r} not found.")
+
+
 async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent:
     agent = await repository.get(session, agent_id, lock=lock)
     if agent is None:
-        raise NotFound(f"Agent {agent_id!r} not found.")
+        raise agent_not_found(agent_id)
     return agent
 
 

@@ -5,6 +5,7 @@ import logging
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DBAPIError
 
 from memvm.errors import Busy, Conflict, DomainError, InvalidInput, LLMError, MemoryEditError, NotFound, PreconditionFailed
 
@@ -26,6 +27,7 @@ _NO_RETRY = {"x-should-retry": "false"}
 def install(app: FastAPI) -> None:
     app.add_exception_handler(DomainError, _domain_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(DBAPIError, _database_error)
     app.add_exception_handler(Exception, _unexpected_error)
 
 
@@ -37,6 +39,16 @@ async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
     detail = "; ".join(_describe(item) for item in error.errors())
     return JSONResponse({"detail": f"Invalid request: {detail}"}, status_code=422, headers=_NO_RETRY)
+
+
+async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
+    """A connection the database dropped (restart, failover) fails one request, and the pool is
+    renewed: that is worth a retry, not a 500. Any other database error is a bug."""
+    if not error.connection_invalidated:
+        return await _unexpected_error(request, error)
+    log.warning("database connection lost on %s %s: %s", request.method, request.url.path, error.orig)
+    return JSONResponse({"detail": "The database connection was lost; retry the request."}, status_code=503,
+                        headers={"retry-after": "1"})
 
 
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:

@@ -1,12 +1,23 @@
 """All archive and passage SQL."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import Select, delete, func, select
+from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.orm import AgentArchive, Archive, Passage
+from memvm.orm import Agent, AgentArchive, Archive, Passage
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """What searching an agent's archival memory needs to know about the agent."""
+
+    embedding: str | None  # the agent's embedding handle
+    timezone: str
+    archive_ids: list[str]
 
 
 def archives_query(*, name: str | None, agent_id: str | None) -> Select:
@@ -21,6 +32,19 @@ def archives_query(*, name: str | None, agent_id: str | None) -> Select:
 async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
     query = archives_query(name=None, agent_id=agent_id).order_by(AgentArchive.position)
     return list(await session.scalars(query))
+
+
+async def search_scope(session: AsyncSession, agent_id: str) -> SearchScope | None:
+    """One round trip: the agent's embedding handle, timezone and archives (None: no such agent)."""
+    archive_ids = func.array_remove(func.array_agg(aggregate_order_by(AgentArchive.archive_id, AgentArchive.position)), None)
+    query = (
+        select(Agent.embedding, Agent.timezone, archive_ids)
+        .outerjoin(AgentArchive, AgentArchive.agent_id == Agent.id)
+        .where(Agent.id == agent_id)
+        .group_by(Agent.id)
+    )
+    row = (await session.execute(query)).first()
+    return None if row is None else SearchScope(row[0], row[1], list(row[2]))
 
 
 async def all_archives(session: AsyncSession) -> list[Archive]:

@@ -26,7 +26,7 @@ class Message(Base):
         Index("ix_message_in_context", "agent_id", "seq", postgresql_where=text("in_context")),
         # A client's otid identifies its input message: a retried send finds the first one.
         Index("uq_message_agent_id_otid", "agent_id", "otid", unique=True, postgresql_where=text("otid IS NOT NULL")),
-        Index("ix_message_fts", "fts", postgresql_using="gin"),
+        Index("ix_message_agent_id_fts", "agent_id", "fts", postgresql_using="gin"),  # btree_gin
         Index("ix_message_embedding_queue", "seq", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("message"),
     )

@@ -48,20 +48,21 @@ async def insert_into_archive(deps: RuntimeDeps, archive_id: str, items: Sequenc
 async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilters) -> tuple[list[PassageHit], str]:
     """Hits across every archive the agent reads, and the agent's timezone for timestamps."""
     async with transaction(deps.sessionmaker) as session:
-        agent = await agents.get_agent(session, agent_id)
-        archive_ids = [a.id for a in await repository.archives_of(session, agent_id)]
-    start = _bound(filters.start_datetime, "start_datetime", False, agent.timezone)
-    end = _bound(filters.end_datetime, "end_datetime", True, agent.timezone)
-    if not archive_ids or not filters.query.strip():
-        return [], agent.timezone
-    embedder = deps.embedders.for_handle(agent.embedding)
-    [vector] = await embedder.embed([filters.query])
+        scope = await repository.search_scope(session, agent_id)
+    if scope is None:
+        raise agents.agent_not_found(agent_id)
+    start = _bound(filters.start_datetime, "start_datetime", False, scope.timezone)
+    end = _bound(filters.end_datetime, "end_datetime", True, scope.timezone)
+    if not scope.archive_ids or not filters.query.strip():
+        return [], scope.timezone
+    embedder = deps.embedders.for_handle(scope.embedding)
+    vector = await deps.query_vectors.vector(embedder, filters.query)
     async with transaction(deps.sessionmaker) as session:
         hits = await search_passages(
-            session, archive_ids=archive_ids, model=embedder.model, dim=embedder.dim, query_vector=vector,
+            session, archive_ids=scope.archive_ids, model=embedder.model, dim=embedder.dim, query_vector=vector,
             top_k=filters.top_k, tags=filters.tags, match_all_tags=filters.tag_match_mode == "all", start=start, end=end,
         )
-    return hits, agent.timezone
+    return hits, scope.timezone
 
 
 async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) -> None:
@@ -72,8 +73,6 @@ async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) ->
 
 def _bound(value: str | None, name: str, end: bool, timezone: str) -> Any:
     return parse_bound(value, name, end=end, timezone=timezone) if value else None
-
-
 
 
 async def search_anywhere(
@@ -92,7 +91,7 @@ async def search_anywhere(
     handle = archives_in_scope[0].embedding_model if archive_id and not agent_id else None
     embedder = await _agent_embedder(deps, agent_id) if agent_id else deps.embedders.for_handle(handle)
     in_scope = [a.id for a in archives_in_scope if a.embedding_model.lower() == embedder.model.lower()]
-    vector = (await embedder.embed([query]))[0] if query and query.strip() else None
+    vector = await deps.query_vectors.vector(embedder, query) if query and query.strip() else None
     async with transaction(deps.sessionmaker) as session:
         return await search_passages(
             session, archive_ids=in_scope, model=embedder.model, dim=embedder.dim, query_vector=vector, top_k=filters.top_k,

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm.config import Settings
+from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.models import ModelSource
 
@@ -19,3 +20,4 @@ class RuntimeDeps:
     settings: Settings
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    query_vectors: QueryVectors = field(default_factory=QueryVectors)

@@ -30,8 +30,7 @@ async def search_history(
     embedder = deps.embedders.for_handle(agent.embedding if agent else None)
     vector = None
     if mode != "fts" and query.strip():
-        [values] = await embedder.embed([query])
-        vector = QueryVector(embedder.model, embedder.dim, values)
+        vector = QueryVector(embedder.model, embedder.dim, await deps.query_vectors.vector(embedder, query))
     timezone = agent.timezone if agent else "UTC"
     async with transaction(deps.sessionmaker) as session:
         return await search_messages(

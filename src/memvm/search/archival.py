@@ -3,18 +3,23 @@
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Select, cast, literal, select, text
 from pgvector.sqlalchemy import Vector
+from sqlalchemy import ColumnElement, Select, cast, literal, literal_column, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import aliased
 
+from memvm.db.engine import DEFAULT_EF_SEARCH
 from memvm.orm import Passage
+
+# What a search result needs (never the vector: parsing 384+ floats per row is not free).
+RESULT_COLUMNS = (Passage.id, Passage.archive_id, Passage.text, Passage.tags, Passage.metadata_, Passage.embedding_model,
+                  Passage.embedding_dim, Passage.writer_id, Passage.created_at)
 
 
 @dataclass(frozen=True)
 class PassageHit:
-    passage: Passage
+    passage: Any  # a row with the RESULT_COLUMNS as attributes (PassageRead.of reads it)
     distance: float  # cosine distance, 0 = same direction
 
     @property
@@ -22,14 +27,17 @@ class PassageHit:
         return 1.0 - self.distance
 
 
-async def use_iterative_scan(session: AsyncSession, top_k: int) -> None:
-    """Let the HNSW scan go on past ef_search when filters drop candidates, so a selective
-    filter still yields top_k results (pgvector ≥ 0.8). ef_search 100, not pgvector's 40: at 100k
-    passages recall@10 was 0.87–0.94 at 40 and 0.93–0.99 at 100 for ~5 ms of SQL (bench/README.md)."""
-    await session.execute(
-        text("SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true), set_config('hnsw.ef_search', :ef, true)"),
-        {"ef": str(max(100, 2 * top_k))},
-    )
+async def widen_index_scan(session: AsyncSession, top_k: int) -> None:
+    """HNSW returns at most ef_search rows per scan pass: keep it at least 2 × top_k (the engine's
+    session default covers top_k ≤ 50 without this extra round trip)."""
+    if 2 * top_k > DEFAULT_EF_SEARCH:
+        await session.execute(text("SELECT set_config('hnsw.ef_search', :ef, true)"), {"ef": str(2 * top_k)})
+
+
+def same_model(model_column: ColumnElement, dim_column: ColumnElement, model: str, dim: int) -> ColumnElement[bool]:
+    """The dimension goes into the SQL text, not a parameter: a generic prepared plan can then still
+    prove the partial HNSW index's `embedding_dim = <dim>` predicate."""
+    return (model_column == model) & (dim_column == literal_column(str(int(dim))))
 
 
 async def search_passages(
@@ -46,13 +54,13 @@ async def search_passages(
     end: datetime | None = None,
 ) -> list[PassageHit]:
     """Nearest first; without a query vector, the newest matching passages (distance 0)."""
-    await use_iterative_scan(session, top_k)
+    await widen_index_scan(session, top_k)
     if query_vector is None:
         distance = literal(0.0).label("distance")
     else:
         distance = cast(Passage.embedding, Vector(dim)).cosine_distance(list(query_vector)).label("distance")
-    query: Select = select(Passage, distance).where(
-        Passage.archive_id.in_(list(archive_ids)), Passage.embedding_dim == dim, Passage.embedding_model == model
+    query: Select = select(*RESULT_COLUMNS, distance).where(
+        Passage.archive_id.in_(list(archive_ids)), same_model(Passage.embedding_model, Passage.embedding_dim, model, dim)
     )
     if tags:
         query = query.where(Passage.tags.contains(list(tags)) if match_all_tags else Passage.tags.overlap(list(tags)))
@@ -63,6 +71,5 @@ async def search_passages(
     # relaxed_order can return neighbours slightly out of order: re-sort the materialized top_k.
     order = distance if query_vector is not None else Passage.created_at.desc()
     nearest = query.order_by(order).limit(top_k).cte("nearest").prefix_with("MATERIALIZED")
-    hit = aliased(Passage, nearest)
-    rows = await session.execute(select(hit, nearest.c.distance).order_by(nearest.c.distance, nearest.c.created_at.desc()))
-    return [PassageHit(passage, float(d)) for passage, d in rows]
+    rows = await session.execute(select(nearest).order_by(nearest.c.distance, nearest.c.created_at.desc()))
+    return [PassageHit(row, float(row.distance)) for row in rows]

@@ -1,26 +1,26 @@
 """Hybrid search over stored messages in PostgreSQL alone: a full-text ranking (generated
 tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion."""
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Select, cast, func, select
+from sqlalchemy import Float, Select, cast, func, literal, null, select, union_all
+from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message
-from memvm.search.archival import use_iterative_scan
+from memvm.search.archival import same_model, widen_index_scan
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
+from memvm.search.lexical import TermMatch, rank_by_term_rarity
 
 SearchMode = Literal["hybrid", "vector", "fts"]
 # Each ranking contributes this many candidates (at least) before fusion.
 CANDIDATES = 50
-# Full-text ranking looks at this many of the newest matching messages (bench: 17/25 ms p50/p95 in SQL
-# at 100k messages, against 205+ ms when every match is ranked).
-FTS_RANK_WINDOW = 1000
+# The `term` of the vector branch's rows; full-text rows carry their lexeme's index (0, 1, ...).
+VECTOR_BRANCH = -1
 
 
 @dataclass(frozen=True)
@@ -49,16 +49,24 @@ async def search_messages(
     limit: int = 10,
     exclude_run_id: str | None = None,
 ) -> list[MessageHit]:
-    """Best first. Without a query vector, hybrid falls back to full-text alone."""
+    """Best first. Without a query vector, hybrid falls back to full-text alone. Both rankings come
+    back from one statement (a UNION ALL of their branches), the fused winners from a second."""
     candidates = max(CANDIDATES, 2 * limit)
-    base = _filtered(select(Message.id), agent_ids, roles, start, end)
+    base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end)
     if exclude_run_id is not None:
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
-    fts_ids = await _fts_ranking(session, base, query, candidates) if mode in ("hybrid", "fts") else []
-    vector_ids = await _vector_ranking(session, base, vector, candidates) if mode in ("hybrid", "vector") and vector else []
+    branches = await _fts_branches(session, base, query, candidates) if mode in ("hybrid", "fts") else []
+    if mode in ("hybrid", "vector") and vector is not None:
+        await widen_index_scan(session, candidates)
+        branches.append(_vector_branch(base, vector, candidates))
+    rows = list(await session.execute(union_all(*branches))) if branches else []
+    matches = [TermMatch(row.term, row.id, row.seq) for row in rows if row.term >= 0]
+    fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
+    # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
+    vector_ids = [row.id for row in sorted((r for r in rows if r.term == VECTOR_BRANCH), key=lambda r: r.distance)]
     fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=limit)
-    rows = {m.id: m for m in await session.scalars(select(Message).where(Message.id.in_([f.id for f in fused])))}
-    return [MessageHit(rows[f.id], f) for f in fused if f.id in rows]
+    found = {m.id: m for m in await session.scalars(select(Message).where(Message.id.in_([f.id for f in fused])))}
+    return [MessageHit(found[f.id], f) for f in fused if f.id in found]
 
 
 def _filtered(query: Select, agent_ids: Sequence[str], roles: Sequence[str], start: datetime | None, end: datetime | None) -> Select:
@@ -72,43 +80,36 @@ def _filtered(query: Select, agent_ids: Sequence[str], roles: Sequence[str], sta
     return query
 
 
-def any_word_query(query: str) -> str | None:
-    """A tsquery matching messages with ANY of the query's words, so ranking (not an all-words
-    filter) decides, as BM25 does; words are reduced to word characters, so the text is safe."""
-    words = re.findall(r"\w+", query.lower())
-    return " | ".join(dict.fromkeys(words)) or None
+# At most this many distinct query lexemes are looked up (bounds the statement).
+MAX_LEXEMES = 12
 
 
-async def _fts_ranking(session: AsyncSession, base: Select, query: str, limit: int) -> list[str]:
-    text_query = any_word_query(query)
-    if text_query is None:
-        return []
-    terms = func.to_tsquery("english", text_query)
-    # Ranking reads every match, and an any-word query can match a large share of a long history:
-    # rank only the newest FTS_RANK_WINDOW matches (older ones are still found by the vector side).
-    # ts_rank, not ts_rank_cd: about twice as fast per row.
-    recent = (
-        base.add_columns(Message.seq, Message.fts)
-        .where(Message.fts.op("@@")(terms))
+async def query_lexemes(session: AsyncSession, query: str) -> list[str]:
+    """The query's distinct lexemes as PostgreSQL's english configuration makes them (stemmed, no stop words)."""
+    lexemes = func.tsvector_to_array(func.to_tsvector("english", query))
+    return list(await session.scalar(select(lexemes)))[:MAX_LEXEMES]
+
+
+async def _fts_branches(session: AsyncSession, base: Select, query: str, limit: int) -> list[Select]:
+    """One branch per query lexeme: its `limit` newest matches, ranked afterwards by rarity
+    (search.lexical). Ranking every message that matches ANY word reads a large share of a long
+    history (6k-20k rows of 100k in the bench); a branch reads at most `limit` matches: the planner
+    walks the newest rows first for a common lexeme and takes the GIN bitmap for a rare one, as
+    each branch is planned for its own lexeme."""
+    return [
+        base.add_columns(literal(term).label("term"), cast(null(), Float).label("distance"))
+        .where(Message.fts.op("@@")(cast(func.quote_literal(lexeme), TSQUERY)))
         .order_by(Message.seq.desc())
-        .limit(FTS_RANK_WINDOW)
-        .cte("recent_matches")
-        .prefix_with("MATERIALIZED")
-    )
-    ranked = select(recent.c.id).order_by(func.ts_rank(recent.c.fts, terms).desc(), recent.c.seq.desc())
-    return list(await session.scalars(ranked.limit(limit)))
+        .limit(limit)
+        for term, lexeme in enumerate(await query_lexemes(session, query))
+    ]
 
 
-async def _vector_ranking(session: AsyncSession, base: Select, vector: QueryVector, limit: int) -> list[str]:
-    await use_iterative_scan(session, limit)
-    distance = cast(Message.embedding, Vector(vector.dim)).cosine_distance(list(vector.values)).label("distance")
-    nearest = (
-        base.add_columns(distance)
-        .where(Message.embedding_dim == vector.dim, Message.embedding_model == vector.model)
+def _vector_branch(base: Select, vector: QueryVector, limit: int) -> Select:
+    distance = cast(Message.embedding, Vector(vector.dim)).cosine_distance(list(vector.values))
+    return (
+        base.add_columns(literal(VECTOR_BRANCH).label("term"), distance.label("distance"))
+        .where(same_model(Message.embedding_model, Message.embedding_dim, vector.model, vector.dim))
         .order_by(distance)
         .limit(limit)
-        .cte("nearest")
-        .prefix_with("MATERIALIZED")
     )
-    # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
-    return list(await session.scalars(select(nearest.c.id).order_by(nearest.c.distance)))
