@@ -481,7 +481,7 @@ class Bench:
         return dt, r
 
     async def connect_pg(self) -> asyncpg.Connection:
-        # The server's own per-connection settings (ef_search, iterative scan, jit, custom plans), so the
+        # The server's own per-connection settings (jit, custom plans; the search settings are captured per statement), so the
         # SQL timed here runs as it does in the server.
         from memvm.db.engine import SESSION_SETTINGS
 
@@ -962,7 +962,8 @@ class Bench:
             f"tagged p50 {out['sql_tagged']['client_timed']['p50_ms']} ms")
         sweep = []
         for ef in a.ef_sweep:
-            s = ServerSql(plain_sql.name, [("SET LOCAL hnsw.iterative_scan = relaxed_order", []), (f"SET LOCAL hnsw.ef_search = {ef}", [])],
+            s = ServerSql(plain_sql.name, [("SET LOCAL hnsw.iterative_scan = relaxed_order", []), (f"SET LOCAL hnsw.ef_search = {ef}", []),
+                                           ("SET LOCAL enable_seqscan = off", [])],
                           plain_sql.sql, plain_sql.names,
                           plain_sql.params, plain_sql.vector_name)
             lat, rec = [], []

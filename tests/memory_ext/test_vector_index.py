@@ -3,6 +3,7 @@
 import random
 
 from memvm.ids import new_id
+from memvm.search.archival import SEARCH_SETTINGS_SQL
 
 
 def unit_vector(rng, dim=384):
@@ -33,7 +34,9 @@ QUERY = """
 async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db):
     archive_id, query = await seed(db, 3000, rare_every=60)
     async with db.transaction():
-        await db.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        # the server's settings for a search transaction (ef_search 100: without the seq-scan penalty
+        # the planner would read all 3,000 rows here)
+        await db.execute(SEARCH_SETTINGS_SQL.replace(":ef", "'100'"))
         plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + QUERY.format(extra=""), archive_id, query))
         filtered = await db.fetch(QUERY.format(extra="AND tags && ARRAY['rare']"), archive_id, query)
 

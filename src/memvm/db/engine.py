@@ -13,17 +13,12 @@ from memvm.config import Settings
 # - jit off: every statement here is short; JIT compilation only adds tens of ms to the larger plans;
 # - custom plans always: asyncpg prepares every statement, and a generic plan cannot see which
 #   lexeme, embedding dimension or agent it serves (it took a seq scan over a partial HNSW index's
-#   table, and the wrong index for a rare lexeme); planning these statements costs well under 1 ms;
-# - HNSW scans go on past ef_search when filters drop candidates (pgvector >= 0.8), so a selective
-#   filter still yields top_k; ef_search 100 (pgvector's default is 40): recall@10 at 100k passages
-#   is 0.87-0.94 at 40 and 0.99 at 100 (bench/README.md). Searches needing more raise it per transaction.
+#   table, and the wrong index for a rare lexeme); planning these statements costs well under 1 ms.
+# Vector search settings are per transaction (memvm.search.archival.prefer_vector_index).
 SESSION_SETTINGS = {
     "jit": "off",
     "plan_cache_mode": "force_custom_plan",
-    "hnsw.iterative_scan": "relaxed_order",
-    "hnsw.ef_search": "100",
 }
-DEFAULT_EF_SEARCH = int(SESSION_SETTINGS["hnsw.ef_search"])
 
 
 def build_engine(url: str, settings: Settings) -> AsyncEngine:

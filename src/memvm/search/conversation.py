@@ -12,7 +12,7 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message
-from memvm.search.archival import same_model, widen_index_scan
+from memvm.search.archival import prefer_vector_index, same_model
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
 
@@ -57,7 +57,7 @@ async def search_messages(
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
     branches = await _fts_branches(session, base, query, candidates) if mode in ("hybrid", "fts") else []
     if mode in ("hybrid", "vector") and vector is not None:
-        await widen_index_scan(session, candidates)
+        await prefer_vector_index(session, candidates)
         branches.append(_vector_branch(base, vector, candidates))
     rows = list(await session.execute(union_all(*branches))) if branches else []
     matches = [TermMatch(row.term, row.id, row.seq) for row in rows if row.term >= 0]
