@@ -40,5 +40,5 @@ async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db):
         plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + QUERY.format(extra=""), archive_id, query))
         filtered = await db.fetch(QUERY.format(extra="AND tags && ARRAY['rare']"), archive_id, query)
 
-    assert "ix_passage_embedding_384" in plan
+    assert "ix_passage_embedding_384" in plan, plan
     assert len(filtered) == 10  # 50 rare passages exist; the iterative scan keeps going until 10 pass the filter
