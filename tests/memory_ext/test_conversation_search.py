@@ -3,7 +3,10 @@
 import asyncio
 import json
 
+from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+
 from memvm.ids import new_id
+from memvm.search.conversation import MAX_LEXEMES, query_lexemes
 from tests.api.helpers import create_agent
 
 KEYWORD_ONLY = "Order XJ9000 shipped on Tuesday."
@@ -178,3 +181,18 @@ def _day(text):
     from datetime import datetime, timezone
 
     return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+
+
+async def test_query_lexemes_keep_the_query_order_without_stop_words_and_are_capped(database_url):
+    engine = create_async_engine(database_url)
+    try:
+        async with AsyncSession(engine) as session:
+            ordered = await query_lexemes(session, "Zebras and the wedding of my sister; zebras again")
+            stop_words_only = await query_lexemes(session, "what is it and the")
+            long = await query_lexemes(session, " ".join(f"word{n}x" for n in range(MAX_LEXEMES + 5)))
+    finally:
+        await engine.dispose()
+
+    assert ordered == ["zebra", "wed", "sister"]
+    assert stop_words_only == []
+    assert long == [f"word{n}x" for n in range(MAX_LEXEMES)]

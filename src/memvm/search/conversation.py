@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Literal
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Float, Select, cast, func, literal, null, select, union_all
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy import Float, Select, SmallInteger, Text, cast, column, func, literal, null, select, union_all
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message
@@ -85,9 +85,13 @@ MAX_LEXEMES = 12
 
 
 async def query_lexemes(session: AsyncSession, query: str) -> list[str]:
-    """The query's distinct lexemes as PostgreSQL's english configuration makes them (stemmed, no stop words)."""
-    lexemes = func.tsvector_to_array(func.to_tsvector("english", query))
-    return list(await session.scalar(select(lexemes)))[:MAX_LEXEMES]
+    """The query's distinct lexemes as PostgreSQL's english configuration makes them (stemmed, no stop
+    words), in the order they first appear; at most MAX_LEXEMES."""
+    words = func.unnest(func.to_tsvector("english", query)).table_valued(
+        column("lexeme", Text), column("positions", ARRAY(SmallInteger)), column("weights", ARRAY(Text))
+    )
+    first = select(words.c.lexeme).order_by(words.c.positions[1]).limit(MAX_LEXEMES)
+    return list(await session.scalars(first))
 
 
 async def _fts_branches(session: AsyncSession, base: Select, query: str, limit: int) -> list[Select]:
