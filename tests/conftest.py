@@ -19,7 +19,7 @@ from memvm.db.engine import build_engine
 from memvm.db.migrate import upgrade_to_head
 from memvm.main import create_app
 from tests.fakes.openai_server import ScriptedLLM
-from tests.pg import asyncpg_dsn, with_database
+from tests.pg import admin_execute, asyncpg_dsn, with_database
 
 TEMPLATE_DB = "memvm_template"
 _database_numbers = itertools.count(1)
@@ -34,9 +34,7 @@ def server_url() -> str:
 
 @pytest.fixture(scope="session")
 async def template_url(server_url: str) -> str:
-    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
-    await admin.execute(f"CREATE DATABASE {TEMPLATE_DB}")
-    await admin.close()
+    await admin_execute(server_url, f"CREATE DATABASE {TEMPLATE_DB}")
     url = with_database(server_url, TEMPLATE_DB)
     engine = build_engine(url, Settings())
     await upgrade_to_head(engine)
@@ -48,9 +46,7 @@ async def template_url(server_url: str) -> str:
 async def database_url(server_url: str, template_url: str) -> str:
     """A fresh, migrated database for this test alone."""
     name = f"test_{next(_database_numbers)}"
-    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
-    await admin.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-    await admin.close()
+    await admin_execute(server_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
     return with_database(server_url, name)
 
 

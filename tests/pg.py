@@ -1,5 +1,6 @@
-"""URL helpers for the tests' PostgreSQL."""
+"""URL and admin helpers for the tests' PostgreSQL."""
 
+import asyncpg
 from sqlalchemy.engine import make_url
 
 
@@ -10,3 +11,12 @@ def with_database(url: str, database: str) -> str:
 def asyncpg_dsn(url: str) -> dict:
     parsed = make_url(url)
     return {"user": parsed.username, "database": parsed.database, "host": parsed.query.get("host") or parsed.host}
+
+
+async def admin_execute(server_url: str, sql: str) -> None:
+    """Run one statement (CREATE/DROP DATABASE) on the server's admin database, on a connection of its own."""
+    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
+    try:
+        await admin.execute(sql)
+    finally:
+        await admin.close()

@@ -32,7 +32,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
-        models, embedders = _model_factory(settings), _embedders(settings)
+        models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
         worker = None
         try:
             if settings.migrate_on_start:
@@ -78,13 +78,3 @@ def _model_factory(settings: Settings) -> ChatModelFactory:
     retry = RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds)
     return ChatModelFactory(default_base_url=settings.openai_base_url, default_api_key=key, retry=retry)
 
-
-def _embedders(settings: Settings) -> EmbedderRegistry:
-    key = settings.embedding_api_key or settings.openai_api_key
-    return EmbedderRegistry(
-        base_url=settings.embedding_base_url or settings.openai_base_url,
-        api_key=key.get_secret_value() if key else None,
-        dim=settings.embedding_dim,
-        batch_size=settings.embedding_batch_size,
-        retry=RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds),
-    )

@@ -24,7 +24,7 @@ from alembic.script import ScriptDirectory
 
 from memvm import __version__
 from memvm.db.migrate import alembic_config
-from tests.pg import asyncpg_dsn, with_database
+from tests.pg import admin_execute, asyncpg_dsn, with_database
 
 HEALTH_TIMEOUT = 30.0
 STOP_TIMEOUT = 15.0
@@ -283,11 +283,7 @@ async def test_db_upgrade_prints_plan(server_url: str) -> None:
     head = ScriptDirectory.from_config(alembic_config()).get_current_head()
     assert head
     name = f"e2e_upgrade_{uuid.uuid4().hex[:12]}"
-    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
-    try:
-        await admin.execute(f"CREATE DATABASE {name}")
-    finally:
-        await admin.close()
+    await admin_execute(server_url, f"CREATE DATABASE {name}")
     env = child_env(MEMVM_DATABASE_URL=with_database(server_url, name))
 
     code, output = await run_cli_async("db", "upgrade", env=env)

@@ -11,7 +11,6 @@ import itertools
 import re
 from collections.abc import AsyncIterator, Iterator
 
-import asyncpg
 import httpx
 import pytest
 from letta_client import AsyncLetta, DefaultAsyncHttpxClient
@@ -19,7 +18,7 @@ from letta_client import AsyncLetta, DefaultAsyncHttpxClient
 from tests.conftest import TEMPLATE_DB
 from tests.e2e.test_serve_process import Served, child_env, free_port, serve
 from tests.fakes.openai_server import ScriptedLLM
-from tests.pg import asyncpg_dsn, with_database
+from tests.pg import admin_execute, with_database
 
 _module_numbers = itertools.count(1)
 
@@ -37,17 +36,9 @@ async def module_database_url(request: pytest.FixtureRequest, server_url: str, t
     """A fresh, migrated database shared by every test of one module."""
     stem = re.sub(r"\W", "_", request.module.__name__.rsplit(".", 1)[-1]).lower()[:40]
     name = f"sdk_{next(_module_numbers)}_{stem}"
-    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
-    try:
-        await admin.execute(f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
-    finally:
-        await admin.close()
+    await admin_execute(server_url, f"CREATE DATABASE {name} TEMPLATE {TEMPLATE_DB}")
     yield with_database(server_url, name)
-    admin = await asyncpg.connect(**asyncpg_dsn(server_url))
-    try:
-        await admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-    finally:
-        await admin.close()
+    await admin_execute(server_url, f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 @pytest.fixture(scope="module")

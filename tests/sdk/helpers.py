@@ -4,9 +4,21 @@ import json
 import re
 
 import httpx
+from letta_client import AsyncLetta
+from letta_client.types import AgentState
 
 MODEL = "openai/scripted-model"
 MISSING_AGENT = "agent-00000000-0000-4000-8000-000000000000"
+
+
+async def new_agent(letta: AsyncLetta, **fields) -> AgentState:
+    """An agent on the scripted model with `human` and `persona` blocks; `fields` add or override."""
+    body = {
+        "model": MODEL,
+        "memory_blocks": [{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."}],
+    }
+    body.update(fields)
+    return await letta.agents.create(**body)
 
 
 def request_lines(requests: list[httpx.Request]) -> list[str]:

@@ -16,7 +16,7 @@ from letta_client import (
 )
 
 from memvm import __version__
-from tests.sdk.helpers import MISSING_AGENT, MODEL, memory_value, prompt_text, request_lines
+from tests.sdk.helpers import MISSING_AGENT, MODEL, memory_value, new_agent, prompt_text, request_lines
 
 
 # ---------------------------------------------------------------- agents
@@ -152,14 +152,6 @@ async def test_delete_then_retrieve_is_not_found(letta: AsyncLetta):
 
 # ---------------------------------------------------------------- blocks
 
-
-async def new_agent(letta: AsyncLetta, **fields):
-    body = {
-        "model": MODEL,
-        "memory_blocks": [{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."}],
-    }
-    body.update(fields)
-    return await letta.agents.create(**body)
 
 
 async def test_agent_blocks_list_retrieve_update(letta: AsyncLetta):

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 from letta_client import AsyncLetta, NotFoundError
-from letta_client.types import AgentState, Passage
+from letta_client.types import Passage
 
 from tests.e2e.test_serve_process import Served
 from tests.fakes.openai_server import ScriptedLLM
-from tests.sdk.helpers import MODEL, memory_value, prompt_text
+from tests.sdk.helpers import MODEL, memory_value, new_agent, prompt_text
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "sdk_quickstart.py"
@@ -41,14 +41,6 @@ MESSAGE_SEARCH_WAIT = 15.0  # message embeddings are computed in the background 
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
-
-async def new_agent(letta: AsyncLetta, **fields) -> AgentState:
-    body = {
-        "model": MODEL,
-        "memory_blocks": [{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."}],
-    }
-    body.update(fields)
-    return await letta.agents.create(**body)
 
 
 async def store_facts(letta: AsyncLetta, agent_id: str) -> dict[str, Passage]:

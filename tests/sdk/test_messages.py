@@ -8,7 +8,7 @@ import json
 
 import pytest
 from letta_client import APIStatusError, AsyncLetta
-from letta_client.types import AgentState, ToolReturnMessage
+from letta_client.types import ToolReturnMessage
 from letta_client.types.agents import (
     AssistantMessage,
     LettaResponse,
@@ -18,18 +18,10 @@ from letta_client.types.agents import (
 from letta_client.types.agents.letta_streaming_response import LettaPing, LettaStopReason, LettaUsageStatistics
 
 from tests.fakes.openai_server import ScriptedLLM
-from tests.sdk.helpers import MODEL, memory_value
+from tests.sdk.helpers import memory_value, new_agent
 
 BASE_TOOLS = ["conversation_search", "memory_insert", "memory_replace"]
 
-
-async def new_agent(letta: AsyncLetta, **fields) -> AgentState:
-    body = {
-        "model": MODEL,
-        "memory_blocks": [{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."}],
-    }
-    body.update(fields)
-    return await letta.agents.create(**body)
 
 
 def system_prompt_of(request: dict) -> str:

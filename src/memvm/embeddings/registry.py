@@ -8,6 +8,7 @@ from typing import Any
 import httpx
 import openai
 
+from memvm.config import Settings
 from memvm.embeddings.local import MODEL_ID as LOCAL_MODEL_ID
 from memvm.embeddings.local import shared_local_embedder
 from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
@@ -44,17 +45,14 @@ class EmbedderRegistry:
         self._remote: dict[str, OpenAIEmbedder] = {}
 
     @classmethod
-    def from_settings(cls, settings: Any) -> EmbedderRegistry:
+    def from_settings(cls, settings: Settings) -> EmbedderRegistry:
         """embedding_* settings, falling back to the chat endpoint's URL and key when unset."""
-
-        def secret(value: Any) -> str | None:
-            return value.get_secret_value() if hasattr(value, "get_secret_value") else value
-
+        key = settings.embedding_api_key or settings.openai_api_key
         return cls(
-            base_url=getattr(settings, "embedding_base_url", None) or settings.openai_base_url,
-            api_key=secret(getattr(settings, "embedding_api_key", None)) or secret(settings.openai_api_key),
-            dim=getattr(settings, "embedding_dim", None),
-            batch_size=getattr(settings, "embedding_batch_size", None) or DEFAULT_BATCH_SIZE,
+            base_url=settings.embedding_base_url or settings.openai_base_url,
+            api_key=key.get_secret_value() if key else None,
+            dim=settings.embedding_dim,
+            batch_size=settings.embedding_batch_size,
             retry=RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds),
         )
 

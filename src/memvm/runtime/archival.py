@@ -2,7 +2,6 @@
 opens (one read-only transaction to learn which model applies, then one that writes)."""
 
 from collections.abc import Sequence
-from typing import Any
 
 from memvm.actors import API_ACTOR
 from memvm.agents import service as agents
@@ -51,8 +50,8 @@ async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilt
         scope = await repository.search_scope(session, agent_id)
     if scope is None:
         raise agents.agent_not_found(agent_id)
-    start = _bound(filters.start_datetime, "start_datetime", False, scope.timezone)
-    end = _bound(filters.end_datetime, "end_datetime", True, scope.timezone)
+    start = parse_bound(filters.start_datetime, "start_datetime", end=False, timezone=scope.timezone)
+    end = parse_bound(filters.end_datetime, "end_datetime", end=True, timezone=scope.timezone)
     if not scope.archive_ids or not filters.query.strip():
         return [], scope.timezone
     embedder = deps.embedders.for_handle(scope.embedding)
@@ -71,10 +70,6 @@ async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) ->
         await archives.attach_archive(session, agent_id, archive_id, EmbeddingModel(embedder.model, embedder.dim))
 
 
-def _bound(value: str | None, name: str, end: bool, timezone: str) -> Any:
-    return parse_bound(value, name, end=end, timezone=timezone) if value else None
-
-
 async def search_anywhere(
     deps: RuntimeDeps, *, query: str | None, agent_id: str | None, archive_id: str | None, filters: SearchFilters
 ) -> list[PassageHit]:
@@ -82,20 +77,20 @@ async def search_anywhere(
     of the server's default model. Without a query, the newest matching passages (distance 0)."""
     async with transaction(deps.sessionmaker) as session:
         if agent_id is not None:
-            await agents.get_agent(session, agent_id)
+            handle = (await agents.get_agent(session, agent_id)).embedding
             archives_in_scope = await repository.archives_of(session, agent_id)
         elif archive_id is not None:
             archives_in_scope = [await archives.get_archive(session, archive_id)]
+            handle = archives_in_scope[0].embedding_model
         else:
-            archives_in_scope = await repository.all_archives(session)
-    handle = archives_in_scope[0].embedding_model if archive_id and not agent_id else None
-    embedder = await _agent_embedder(deps, agent_id) if agent_id else deps.embedders.for_handle(handle)
+            handle, archives_in_scope = None, await repository.all_archives(session)
+    embedder = deps.embedders.for_handle(handle)
     in_scope = [a.id for a in archives_in_scope if a.embedding_model.lower() == embedder.model.lower()]
     vector = await deps.query_vectors.vector(embedder, query) if query and query.strip() else None
     async with transaction(deps.sessionmaker) as session:
         return await search_passages(
             session, archive_ids=in_scope, model=embedder.model, dim=embedder.dim, query_vector=vector, top_k=filters.top_k,
             tags=filters.tags, match_all_tags=filters.tag_match_mode == "all",
-            start=_bound(filters.start_datetime, "start_date", False, "UTC"),
-            end=_bound(filters.end_datetime, "end_date", True, "UTC"),
+            start=parse_bound(filters.start_datetime, "start_date", end=False),
+            end=parse_bound(filters.end_datetime, "end_date", end=True),
         )

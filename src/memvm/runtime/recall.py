@@ -35,6 +35,6 @@ async def search_history(
     async with transaction(deps.sessionmaker) as session:
         return await search_messages(
             session, agent_ids=agent_ids, query=query, vector=vector, mode=mode, roles=roles, limit=limit,
-            start=parse_bound(start_date, "start_date", end=False, timezone=timezone) if start_date else None,
-            end=parse_bound(end_date, "end_date", end=True, timezone=timezone) if end_date else None,
+            start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
+            end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
         )

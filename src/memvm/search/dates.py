@@ -6,9 +6,11 @@ from zoneinfo import ZoneInfo
 from memvm.errors import InvalidInput
 
 
-def parse_bound(text: str, name: str, *, end: bool, timezone: str = "UTC") -> datetime:
-    """A bare date covers that whole day (an end date means its last instant); values without a
-    zone are read in `timezone` (the agent's)."""
+def parse_bound(text: str | None, name: str, *, end: bool, timezone: str = "UTC") -> datetime | None:
+    """None (no bound) for a missing or empty value. A bare date covers that whole day (an end date
+    means its last instant); values without a zone are read in `timezone` (the agent's)."""
+    if not text:
+        return None
     try:
         parsed = datetime.fromisoformat(text.strip())
     except ValueError:

@@ -38,8 +38,8 @@ async def archival_memory_search(
 ) -> str:
     if tag_match_mode not in ("any", "all"):
         raise InvalidInput(f"tag_match_mode must be 'any' or 'all' (got {tag_match_mode!r}).")
-    start = parse_bound(start_datetime, "start_datetime", end=False, timezone=ctx.timezone) if start_datetime else None
-    end = parse_bound(end_datetime, "end_datetime", end=True, timezone=ctx.timezone) if end_datetime else None
+    start = parse_bound(start_datetime, "start_datetime", end=False, timezone=ctx.timezone)
+    end = parse_bound(end_datetime, "end_datetime", end=True, timezone=ctx.timezone)
     archive_ids = [a.id for a in await archive_repository.archives_of(ctx.session, ctx.agent_id)]
     hits = [] if not archive_ids else await search_passages(
         ctx.session, archive_ids=archive_ids, model=ctx.embedding.model, dim=ctx.embedding.dim,

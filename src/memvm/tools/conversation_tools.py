@@ -32,8 +32,8 @@ async def conversation_search(
     hits = await search_messages(
         ctx.session, agent_ids=[ctx.agent_id], query=query, vector=vector, roles=roles or (), limit=limit or 5,
         exclude_run_id=ctx.run_id,
-        start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone) if start_date else None,
-        end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone) if end_date else None,
+        start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone),
+        end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone),
     )
     if not hits:
         return json.dumps({"message": "No results found.", "results": []})
