@@ -78,18 +78,33 @@ def table(mine: dict, ref: dict, mine_name: str, ref_name: str | None) -> list[s
         )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     else:
-        lines.append(f"| op | conc | {mine_name} p50 ms | {mine_name} p95 ms | {mine_name} ops/s | {mine_name} CPU ms/op | LLM calls/op | errors |")
+        lines.append(
+            f"| op | conc | {mine_name} p50 ms | {mine_name} p95 ms | {mine_name} ops/s | {mine_name} CPU ms/op "
+            "| LLM calls/op | errors |"
+        )
         lines.append("|---|---:|---:|---:|---:|---:|---:|---|")
     for k in keys:
         m, r = mine.get(k), ref.get(k)
-        mc = [fmt(m["p50_ms"]), fmt(m["p95_ms"]), fmt(m["throughput_ops_s"]), fmt(m.get("server_cpu_ms_per_op"))] if m else ["not run"] + ["-"] * 3
+        mc = (
+            [fmt(m["p50_ms"]), fmt(m["p95_ms"]), fmt(m["throughput_ops_s"]), fmt(m.get("server_cpu_ms_per_op"))]
+            if m
+            else ["not run"] + ["-"] * 3
+        )
         if m and m.get("errors"):
             mc[0] += f" (errors {m['errors']})"
         if ref_name:
-            rc = [fmt(r["p50_ms"]), fmt(r["p95_ms"]), fmt(r["throughput_ops_s"]), fmt(r.get("server_cpu_ms_per_op"))] if r else ["-"] * 4
+            rc = (
+                [fmt(r["p50_ms"]), fmt(r["p95_ms"]), fmt(r["throughput_ops_s"]), fmt(r.get("server_cpu_ms_per_op"))]
+                if r
+                else ["-"] * 4
+            )
             lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(mc + rc) + f" | {ratio(m and m['p50_ms'], r and r['p50_ms'])} |")
         else:
-            lines.append(f"| {k[0]} | {k[1]} | " + " | ".join(mc) + f" | {fmt(m.get('llm_chat_calls_per_op')) if m else '-'} | {(m or {}).get('errors') or ''} |")
+            lines.append(
+                f"| {k[0]} | {k[1]} | "
+                + " | ".join(mc)
+                + f" | {fmt(m.get('llm_chat_calls_per_op')) if m else '-'} | {(m or {}).get('errors') or ''} |"
+            )
     return lines
 
 
@@ -122,8 +137,10 @@ def scaling(mine: dict, ref: dict | None, mine_name: str, ref_name: str | None) 
             lines.append(row + " |")
     for name, sc in ((mine_name, ms), (ref_name, rs)):
         for ld in sc.get("load") or []:
-            lines.append(f"- {name} bulk load to {ld['to_size']}: +{ld['inserted']} passages in {ld['seconds']} s "
-                         f"({fmt(ld.get('passages_per_s'))}/s, {ld.get('mode')})")
+            lines.append(
+                f"- {name} bulk load to {ld['to_size']}: +{ld['inserted']} passages in {ld['seconds']} s "
+                f"({fmt(ld.get('passages_per_s'))}/s, {ld.get('mode')})"
+            )
     return lines
 
 
@@ -148,7 +165,12 @@ def main() -> int:
     with open(a.mine) as f:
         machine = json.load(f).get("machine") or {}
 
-    out = [f"### {mine_name}" + (f" vs {rt['target']['name']} (published)" if rt else "") + " — latency per request, fake instant LLM", ""]
+    out = [
+        f"### {mine_name}"
+        + (f" vs {rt['target']['name']} (published)" if rt else "")
+        + " — latency per request, fake instant LLM",
+        "",
+    ]
     out.append(
         f"{mine_name}: {machine.get('date_utc', '?')}, {machine.get('nproc', '?')} cores ({machine.get('cpu', '?')}), "
         f"Python {machine.get('python', '?')}"
@@ -162,7 +184,8 @@ def main() -> int:
     if rt:
         rcs = rt.get("coldstart") or {}
         out.append(
-            f"{rt['target']['name']}: cold start {fmt(rcs.get('seconds'))} s, idle RSS {fmt((rcs.get('rss_kb') or 0) / 1024)} MiB, "
+            f"{rt['target']['name']}: cold start {fmt(rcs.get('seconds'))} s, "
+            f"idle RSS {fmt((rcs.get('rss_kb') or 0) / 1024)} MiB, "
             f"RSS after workload {fmt((rt.get('rss_kb_after') or 0) / 1024)} MiB"
         )
     out.append("")

@@ -17,9 +17,7 @@ def include_object(obj, name, type_, reflected, compare_to) -> bool:
 
 
 def run_with_connection(connection) -> None:
-    context.configure(
-        connection=connection, target_metadata=target_metadata, compare_type=True, include_object=include_object
-    )
+    context.configure(connection=connection, target_metadata=target_metadata, compare_type=True, include_object=include_object)
     with context.begin_transaction():
         context.run_migrations()
 

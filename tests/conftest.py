@@ -2,26 +2,27 @@
 and a fresh database cloned from it for every test that needs one (full isolation, including
 tests that use several connections at once)."""
 
+import asyncio
 import itertools
 import tempfile
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
+import uvicorn
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm.config import Settings
-from memvm.db.database import DatabaseTarget
 from memvm.db.embedded import start_embedded_postgres
-from memvm.db.engine import build_engine
+from memvm.db.engine import build_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
-from memvm.main import create_app
-from tests.fakes.openai_server import ScriptedLLM
-from tests.pg import admin_execute, asyncpg_dsn, with_database
+from tests.support.api import app_client, build_app
+from tests.support.pg import TEMPLATE_DB, admin_execute, asyncpg_dsn, with_database
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.serve import free_port
 
-TEMPLATE_DB = "memvm_template"
 _database_numbers = itertools.count(1)
 
 
@@ -71,16 +72,6 @@ def settings(database_url: str, llm: ScriptedLLM) -> Settings:
     )
 
 
-@asynccontextmanager
-async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client on a started app (lifespan run) built from `settings`."""
-    app = create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:
-            yield http
-
-
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
     async with app_client(settings) as http:
@@ -96,18 +87,19 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
 
 
 @pytest.fixture
+async def sessionmaker(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions on the test's database, for calling repository and search code directly."""
+    engine = build_engine(database_url, Settings())
+    yield build_sessionmaker(engine)
+    await engine.dispose()
+
+
+@pytest.fixture
 async def live_url(settings: Settings) -> AsyncIterator[str]:
     """The app served by a real uvicorn on a loopback port, in this event loop (for tests that need
     true streaming or a client that disconnects)."""
-    import asyncio
-    import socket
-
-    import uvicorn
-
-    app = create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    app = build_app(settings)
+    port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     task = asyncio.create_task(server.serve())
     for _ in range(200):

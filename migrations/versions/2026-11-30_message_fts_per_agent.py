@@ -11,18 +11,18 @@ Create Date: 2026-11-30 02:00:00
 
 from alembic import op
 
-revision = '87555ae4a455'
-down_revision = 'fc98feacdd8a'
+revision = "87555ae4a455"
+down_revision = "fc98feacdd8a"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
     op.execute("CREATE EXTENSION IF NOT EXISTS btree_gin")
-    op.create_index('ix_message_agent_id_fts', 'message', ['agent_id', 'fts'], unique=False, postgresql_using='gin')
-    op.drop_index('ix_message_fts', table_name='message', postgresql_using='gin')
+    op.create_index("ix_message_agent_id_fts", "message", ["agent_id", "fts"], unique=False, postgresql_using="gin")
+    op.drop_index("ix_message_fts", table_name="message", postgresql_using="gin")
 
 
 def downgrade() -> None:
-    op.create_index('ix_message_fts', 'message', ['fts'], unique=False, postgresql_using='gin')
-    op.drop_index('ix_message_agent_id_fts', table_name='message', postgresql_using='gin')
+    op.create_index("ix_message_fts", "message", ["fts"], unique=False, postgresql_using="gin")
+    op.drop_index("ix_message_agent_id_fts", table_name="message", postgresql_using="gin")

@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "run"):
         parser.print_help()
         return 2
-    return args.run(args)
+    code: int = args.run(args)
+    return code
 
 
 def _parser() -> argparse.ArgumentParser:

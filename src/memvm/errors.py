@@ -1,17 +1,17 @@
 """Domain errors. The HTTP layer maps each class to a status in one table (api/errors.py).
 
-    DomainError
-    ├── NotFound            the addressed thing does not exist
-    ├── Conflict            the request clashes with current state (duplicate label, …)
-    ├── InvalidInput        well-formed but unacceptable input (value over limit, bad timezone, …)
-    ├── PreconditionFailed  If-Match named a version that is no longer current
-    ├── Busy                the agent is running another turn and the wait ran out
-    ├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
-    └── LLMError            the model provider failed (after retries)
-        ├── LLMTimeout
-        ├── LLMUnavailable      5xx / 429 / connection errors
-        ├── LLMRejected         4xx other than 429: bad request, auth, unknown model
-        └── ContextWindowExceeded  the provider says the prompt is too long
+DomainError
+├── NotFound            the addressed thing does not exist
+├── Conflict            the request clashes with current state (duplicate label, …)
+├── InvalidInput        well-formed but unacceptable input (value over limit, bad timezone, …)
+├── PreconditionFailed  If-Match named a version that is no longer current
+├── Busy                the agent is running another turn and the wait ran out
+├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
+└── LLMError            the model provider failed (after retries)
+    ├── LLMTimeout
+    ├── LLMUnavailable      5xx / 429 / connection errors
+    ├── LLMRejected         4xx other than 429: bad request, auth, unknown model
+    └── ContextWindowExceeded  the provider says the prompt is too long
 """
 
 

@@ -16,7 +16,8 @@ from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
-from memvm.llm.openai_chat import ChatModelFactory, RetryPolicy
+from memvm.llm.openai_chat import ChatModelFactory
+from memvm.provider import RetryPolicy
 from memvm.runtime.deps import RuntimeDeps
 from memvm.search.embedding_queue import run_worker
 from memvm.tools.service import sync_builtin_tools
@@ -43,8 +44,9 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             async with transaction(sessionmaker) as session:
                 await sync_builtin_tools(session)
             app.state.sessionmaker = sessionmaker
-            runtime = RuntimeDeps(sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders,
-                                  settings=settings)
+            runtime = RuntimeDeps(
+                sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders, settings=settings
+            )
             app.state.runtime = runtime
             if settings.embedding_worker:
                 worker = asyncio.create_task(
@@ -77,4 +79,3 @@ def _model_factory(settings: Settings) -> ChatModelFactory:
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else None
     retry = RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds)
     return ChatModelFactory(default_base_url=settings.openai_base_url, default_api_key=key, retry=retry)
-

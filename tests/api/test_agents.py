@@ -1,6 +1,6 @@
 import pytest
 
-from tests.api.helpers import compiled_prompt, create_agent, create_block, table_counts
+from tests.support.api import compiled_prompt, create_agent, create_block, table_counts
 
 UNKNOWN_AGENT = "agent-00000000-0000-4000-8000-000000000000"
 
@@ -89,7 +89,11 @@ async def test_v1_sdk_clients_get_relations_only_when_included(client):
     sdk = {"X-Stainless-Package-Version": "1.12.1"}
 
     bare = (await client.get(f"/v1/agents/{agent['id']}", headers=sdk)).json()
-    included = (await client.get(f"/v1/agents/{agent['id']}", headers=sdk, params=[("include", "agent.blocks"), ("include", "agent.tags")])).json()
+    included = (
+        await client.get(
+            f"/v1/agents/{agent['id']}", headers=sdk, params=[("include", "agent.blocks"), ("include", "agent.tags")]
+        )
+    ).json()
     plain = (await client.get(f"/v1/agents/{agent['id']}")).json()
 
     assert bare["blocks"] == [] and bare["tags"] == [] and bare["memory"]["blocks"] == []
@@ -138,7 +142,9 @@ async def test_list_agents_unknown_cursor_is_404(client):
 async def test_patch_agent_system_and_render_mode_recompile_the_prompt(client):
     agent = await create_agent(client)
 
-    patched = await client.patch(f"/v1/agents/{agent['id']}", json={"system": "New rules.", "memory_render_mode": "line_numbered"})
+    patched = await client.patch(
+        f"/v1/agents/{agent['id']}", json={"system": "New rules.", "memory_render_mode": "line_numbered"}
+    )
 
     assert patched.status_code == 200
     prompt = await compiled_prompt(client, agent["id"])

@@ -1,6 +1,6 @@
 import asyncio
 
-from tests.api.helpers import compiled_prompt, create_agent, create_block, table_counts
+from tests.support.api import compiled_prompt, create_agent, create_block, table_counts
 
 UNKNOWN_BLOCK = "block-00000000-0000-4000-8000-000000000000"
 
@@ -14,7 +14,12 @@ async def test_create_and_retrieve_block_with_etag(client):
     assert response.headers["ETag"] == '"1"'
     body = response.json()
     assert (body["label"], body["value"], body["limit"], body["read_only"], body["tags"], body["metadata"]) == (
-        "notes", "Zoë 🐙", 20, True, ["x"], {"m": 1}
+        "notes",
+        "Zoë 🐙",
+        20,
+        True,
+        ["x"],
+        {"m": 1},
     )
 
 
@@ -55,7 +60,9 @@ async def test_patch_block_bumps_version_and_recompiles_every_attached_agent(cli
     for agent in (one, two):
         prompt = await compiled_prompt(client, agent["id"])
         assert "new plan" in prompt and "old plan" not in prompt and "chars_current=8" in prompt
-    changes = await db.fetch("SELECT change, version, value, actor_type FROM block_change WHERE block_id = $1 ORDER BY id", shared["id"])
+    changes = await db.fetch(
+        "SELECT change, version, value, actor_type FROM block_change WHERE block_id = $1 ORDER BY id", shared["id"]
+    )
     assert [tuple(c) for c in changes] == [("create", 1, "old plan", "api"), ("update", 2, "new plan", "api")]
 
 
@@ -99,7 +106,9 @@ async def test_over_limit_value_and_limit_below_length_are_refused_unchanged(cli
     both = await client.patch(f"/v1/blocks/{block['id']}", json={"limit": 4, "value": "abcd"})
 
     assert too_long.status_code == 400 and "11 characters, over its limit of 10" in too_long.json()["detail"]
-    assert too_small.status_code == 400 and "Limit 4" in too_small.json()["detail"] and "5 characters" in too_small.json()["detail"]
+    assert (
+        too_small.status_code == 400 and "Limit 4" in too_small.json()["detail"] and "5 characters" in too_small.json()["detail"]
+    )
     assert both.status_code == 200 and both.json()["limit"] == 4
     assert (await table_counts(db))["block_change"] == before["block_change"] + 1
 

@@ -1,4 +1,4 @@
-from tests.api.helpers import compiled_prompt, create_agent, create_block, table_counts
+from tests.support.api import compiled_prompt, create_agent, create_block, table_counts
 
 
 async def test_list_and_retrieve_agent_blocks_by_label(client):
@@ -29,7 +29,9 @@ async def test_agent_blocks_list_paginates_in_attachment_order(client):
 async def test_patch_by_label_shows_new_value_in_every_view(client):
     agent = await create_agent(client)
 
-    patched = await client.patch(f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Name: Bob Smith\nLikes: tea"})
+    patched = await client.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Name: Bob Smith\nLikes: tea"}
+    )
 
     assert patched.status_code == 200 and patched.json()["version"] == 2
     standard = await compiled_prompt(client, agent["id"])
@@ -48,7 +50,9 @@ async def test_patch_by_label_respects_if_match_and_limit(client, db):
     before = await table_counts(db)
 
     over = await client.patch(f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Robert"})
-    stale = await client.patch(f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Rob"}, headers={"If-Match": '"7"'})
+    stale = await client.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Rob"}, headers={"If-Match": '"7"'}
+    )
 
     assert over.status_code == 400 and "6 characters, over its limit of 5" in over.json()["detail"]
     assert stale.status_code == 412
@@ -107,7 +111,9 @@ async def test_detach_unattached_block_is_404(client):
 
 
 async def test_nested_labels_work_as_paths(client):
-    agent = await create_agent(client, memory_blocks=[{"label": "system/project/notes", "value": "ship it"}], memory_render_mode="git")
+    agent = await create_agent(
+        client, memory_blocks=[{"label": "system/project/notes", "value": "ship it"}], memory_render_mode="git"
+    )
 
     block = await client.get(f"/v1/agents/{agent['id']}/core-memory/blocks/system/project/notes")
 

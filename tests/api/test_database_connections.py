@@ -2,12 +2,15 @@
 
 import asyncio
 
+from sqlalchemy import text
+
 from memvm.config import Settings
 from memvm.db.engine import SESSION_SETTINGS, build_engine
-from sqlalchemy import text
-from tests.conftest import app_client
+from tests.support.api import app_client
 
-TERMINATE_OTHERS = "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+TERMINATE_OTHERS = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
 
 
 async def test_every_pooled_connection_carries_the_session_settings(database_url):

@@ -6,19 +6,25 @@ import contextlib
 
 import httpx
 
-from tests.e2e.test_serve_process import child_env, free_port, serve
+from tests.support.serve import child_env, free_port, serve
 
 MODEL = {"model": "openai/scripted-model"}
 
 
 @contextlib.contextmanager
 def two_replicas(tmp_path, database_url, llm):
-    env = child_env(MEMVM_DATABASE_URL=database_url, MEMVM_OPENAI_BASE_URL=llm.base_url, MEMVM_OPENAI_API_KEY="k",
-                    MEMVM_TURN_LOCK_TIMEOUT_SECONDS="20")
+    env = child_env(
+        MEMVM_DATABASE_URL=database_url,
+        MEMVM_OPENAI_BASE_URL=llm.base_url,
+        MEMVM_OPENAI_API_KEY="k",
+        MEMVM_TURN_LOCK_TIMEOUT_SECONDS="20",
+    )
     port_a, port_b = free_port(), free_port()
-    with serve(tmp_path / "a.log", env, "--port", str(port_a), port=port_a) as a:
-        with serve(tmp_path / "b.log", env, "--port", str(port_b), port=port_b) as b:
-            yield a.base_url, b.base_url
+    with (
+        serve(tmp_path / "a.log", env, "--port", str(port_a), port=port_a) as a,
+        serve(tmp_path / "b.log", env, "--port", str(port_b), port=port_b) as b,
+    ):
+        yield a.base_url, b.base_url
 
 
 async def test_turn_lock_and_otid_hold_across_two_replicas(tmp_path, database_url, llm):
@@ -26,7 +32,9 @@ async def test_turn_lock_and_otid_hold_across_two_replicas(tmp_path, database_ur
     retry_body = {"messages": [{"role": "user", "content": "hello", "otid": "retry-me"}]}
     with two_replicas(tmp_path, database_url, llm) as (url_a, url_b):
         async with httpx.AsyncClient(timeout=30) as http:
-            created = await http.post(f"{url_a}/v1/agents/", json={**MODEL, "memory_blocks": [{"label": "human", "value": "Bob"}]})
+            created = await http.post(
+                f"{url_a}/v1/agents/", json={**MODEL, "memory_blocks": [{"label": "human", "value": "Bob"}]}
+            )
             agent_id = created.json()["id"]
 
             first = asyncio.create_task(http.post(f"{url_a}/v1/agents/{agent_id}/messages", json={"input": "one"}))

@@ -1,17 +1,24 @@
 import json
 
-from tests.api.helpers import create_agent
+from tests.support.api import create_agent
 
 
 async def test_memgpt_v2_agent_speaks_through_send_message_and_continues_on_heartbeat(client, llm):
     agent = await create_agent(client, model="openai/scripted-model", agent_type="memgpt_v2_agent")
-    llm.reply("User shared a fact; saving it.", tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea", "request_heartbeat": True})])
+    llm.reply(
+        "User shared a fact; saving it.",
+        tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea", "request_heartbeat": True})],
+    )
     llm.reply(tool_calls=[("send_message", {"message": "Got it, you like tea!"})])
 
     body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "I like tea"})).json()
 
     assert [m["message_type"] for m in body["messages"]] == [
-        "reasoning_message", "tool_call_message", "tool_return_message", "assistant_message"]
+        "reasoning_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+    ]
     assert body["messages"][0]["reasoning"] == "User shared a fact; saving it."
     assert body["messages"][-1]["content"] == "Got it, you like tea!"
     assert body["stop_reason"]["stop_reason"] == "end_turn"

@@ -1,7 +1,6 @@
 import asyncio
 
-from tests.api.helpers import create_agent
-from tests.conftest import app_client
+from tests.support.api import app_client, create_agent
 
 MODEL = {"model": "openai/scripted-model"}
 
@@ -19,7 +18,10 @@ async def test_concurrent_sends_to_one_agent_run_one_after_the_other(client, llm
     history = (await client.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc"})).json()
     contents = [m["content"] for m in history]
     assert contents in (["one", "first answer", "two", "second answer"], ["two", "first answer", "one", "second answer"])
-    assert llm.requests[1]["messages"][-3:-1] == [{"role": "user", "content": contents[0]}, {"role": "assistant", "content": "first answer"}]
+    assert llm.requests[1]["messages"][-3:-1] == [
+        {"role": "user", "content": contents[0]},
+        {"role": "assistant", "content": "first answer"},
+    ]
 
 
 async def test_busy_agent_gets_409_after_the_bounded_wait(settings, llm):

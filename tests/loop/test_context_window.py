@@ -1,5 +1,5 @@
 from memvm.runtime.compaction import SUMMARIZER_INSTRUCTIONS
-from tests.api.helpers import compiled_prompt, create_agent
+from tests.support.api import compiled_prompt, create_agent
 
 SMALL = {
     "model": "openai/scripted-model",
@@ -46,7 +46,9 @@ async def test_full_window_is_compacted_into_a_summary_before_the_call(client, l
     assert after[-1]["content"] == "u4 " + LONG
     evicted = await db.fetchval("SELECT count(*) FROM message WHERE NOT in_context")
     assert evicted > 0
-    assert f"{evicted} previous messages between you and the user are stored in recall memory" in await compiled_prompt(client, agent["id"])
+    assert f"{evicted} previous messages between you and the user are stored in recall memory" in await compiled_prompt(
+        client, agent["id"]
+    )
     history = (await client.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc", "limit": 100})).json()
     assert history[0]["content"] == "u1 " + LONG  # evicted messages stay in the history
 

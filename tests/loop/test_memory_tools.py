@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from tests.api.helpers import compiled_prompt, create_agent, create_block
+from tests.support.api import compiled_prompt, create_agent, create_block
 
 MODEL = {"model": "openai/scripted-model"}
 EDIT_TOOLS = ["core_memory_append", "core_memory_replace", "memory_rethink", "memory_apply_patch", "memory"]
@@ -75,8 +75,9 @@ async def block_rows(db) -> int:
 
 
 async def agent_changes(db) -> list:
-    return await db.fetch("SELECT change, label, value, actor_type, actor_id, step_id FROM block_change "
-                          "WHERE actor_type = 'agent' ORDER BY id")
+    return await db.fetch(
+        "SELECT change, label, value, actor_type, actor_id, step_id FROM block_change WHERE actor_type = 'agent' ORDER BY id"
+    )
 
 
 def sent_tool_result(llm, request_index) -> dict:
@@ -114,8 +115,11 @@ async def test_core_memory_append_to_an_empty_block_has_no_leading_newline(clien
 async def test_core_memory_replace_replaces_every_occurrence(client, llm, db):
     agent = await make_agent(client, blocks=[{"label": "human", "value": "Pet: cat\nFavourite: cat\nNot a cat person"}])
 
-    ok(await call(client, llm, agent["id"], "core_memory_replace",
-                  {"label": "human", "old_content": "cat", "new_content": "dog"}))
+    ok(
+        await call(
+            client, llm, agent["id"], "core_memory_replace", {"label": "human", "old_content": "cat", "new_content": "dog"}
+        )
+    )
 
     assert await value(client, agent["id"], "human") == "Pet: dog\nFavourite: dog\nNot a dog person"
     assert "Favourite: dog" in await compiled_prompt(client, agent["id"])
@@ -125,8 +129,15 @@ async def test_core_memory_replace_replaces_every_occurrence(client, llm, db):
 async def test_core_memory_replace_of_missing_text_is_an_error(client, llm, db):
     agent = await make_agent(client)
 
-    message = failed(await call(client, llm, agent["id"], "core_memory_replace",
-                                {"label": "human", "old_content": "Name: Alice", "new_content": "Name: Eve"}))
+    message = failed(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "core_memory_replace",
+            {"label": "human", "old_content": "Name: Alice", "new_content": "Name: Eve"},
+        )
+    )
 
     assert "'Name: Alice' not found in memory block 'human'" in message
     assert await value(client, agent["id"], "human") == "Name: Bob"
@@ -139,8 +150,15 @@ async def test_core_memory_replace_of_missing_text_is_an_error(client, llm, db):
 async def test_memory_replace_replaces_the_unique_occurrence(client, llm):
     agent = await make_agent(client, blocks=[{"label": "human", "value": "Name: Bob\nCity: Paris"}])
 
-    ok(await call(client, llm, agent["id"], "memory_replace",
-                  {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"}))
+    ok(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory_replace",
+            {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"},
+        )
+    )
 
     assert await value(client, agent["id"], "human") == "Name: Bob\nCity: Rome"
     assert "City: Rome" in await compiled_prompt(client, agent["id"])
@@ -149,8 +167,9 @@ async def test_memory_replace_replaces_the_unique_occurrence(client, llm):
 async def test_memory_replace_without_a_match_is_an_error(client, llm):
     agent = await make_agent(client)
 
-    message = failed(await call(client, llm, agent["id"], "memory_replace",
-                                {"label": "human", "old_string": "Name: Alice", "new_string": "x"}))
+    message = failed(
+        await call(client, llm, agent["id"], "memory_replace", {"label": "human", "old_string": "Name: Alice", "new_string": "x"})
+    )
 
     assert "did not appear verbatim" in message and "`human`" in message
     assert await value(client, agent["id"], "human") == "Name: Bob"
@@ -159,8 +178,15 @@ async def test_memory_replace_without_a_match_is_an_error(client, llm):
 async def test_memory_replace_with_two_matches_names_their_lines(client, llm):
     agent = await make_agent(client, blocks=[{"label": "human", "value": "Likes: tea\nAge: 40\nLikes: tea"}])
 
-    message = failed(await call(client, llm, agent["id"], "memory_replace",
-                                {"label": "human", "old_string": "Likes: tea", "new_string": "Likes: coffee"}))
+    message = failed(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory_replace",
+            {"label": "human", "old_string": "Likes: tea", "new_string": "Likes: coffee"},
+        )
+    )
 
     assert "Multiple occurrences" in message and "lines [1, 3]" in message
     assert await value(client, agent["id"], "human") == "Likes: tea\nAge: 40\nLikes: tea"
@@ -188,8 +214,9 @@ async def test_memory_insert_without_a_line_appends_at_the_end(client, llm):
 async def test_memory_insert_out_of_range_is_an_error(client, llm):
     agent = await make_agent(client)
 
-    message = failed(await call(client, llm, agent["id"], "memory_insert",
-                                {"label": "human", "new_string": "x", "insert_line": 5}))
+    message = failed(
+        await call(client, llm, agent["id"], "memory_insert", {"label": "human", "new_string": "x", "insert_line": 5})
+    )
 
     assert "Invalid `insert_line` parameter: 5" in message and "[0, 1]" in message
     assert await value(client, agent["id"], "human") == "Name: Bob"
@@ -201,8 +228,11 @@ async def test_memory_insert_out_of_range_is_an_error(client, llm):
 async def test_memory_rethink_rewrites_the_whole_block(client, llm, db):
     agent = await make_agent(client)
 
-    ok(await call(client, llm, agent["id"], "memory_rethink",
-                  {"label": "human", "new_memory": "Robert (Bob), 40\nLives in Rome"}))
+    ok(
+        await call(
+            client, llm, agent["id"], "memory_rethink", {"label": "human", "new_memory": "Robert (Bob), 40\nLives in Rome"}
+        )
+    )
 
     assert await value(client, agent["id"], "human") == "Robert (Bob), 40\nLives in Rome"
     prompt = await compiled_prompt(client, agent["id"])
@@ -251,8 +281,9 @@ async def test_apply_patch_single_block(client, llm):
 async def test_apply_patch_single_block_with_unmatched_context_is_an_error(client, llm):
     agent = await make_agent(client)
 
-    message = failed(await call(client, llm, agent["id"], "memory_apply_patch",
-                                {"label": "human", "patch": "@@\n-Name: Alice\n+Name: Eve"}))
+    message = failed(
+        await call(client, llm, agent["id"], "memory_apply_patch", {"label": "human", "patch": "@@\n-Name: Alice\n+Name: Eve"})
+    )
 
     assert "expected hunk context not found" in message
     assert await value(client, agent["id"], "human") == "Name: Bob"
@@ -300,8 +331,14 @@ async def test_apply_patch_delete_block(client, llm, db):
 
 
 async def test_multi_block_patch_failing_late_applies_nothing(client, llm, db):
-    agent = await make_agent(client, blocks=[{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."},
-                                             {"label": "scratch", "value": "tmp"}])
+    agent = await make_agent(
+        client,
+        blocks=[
+            {"label": "human", "value": "Name: Bob"},
+            {"label": "persona", "value": "I am Sam."},
+            {"label": "scratch", "value": "tmp"},
+        ],
+    )
     before_rows = await block_rows(db)
     before_prompt = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
     patch = (
@@ -347,8 +384,13 @@ async def test_memory_view_of_a_block_is_line_numbered(client, llm):
 
 
 async def test_memory_view_of_the_root_lists_the_blocks(client, llm):
-    agent = await make_agent(client, blocks=[{"label": "human", "value": "Name: Bob"},
-                                             {"label": "notes", "value": "", "limit": 500, "description": "Scratch"}])
+    agent = await make_agent(
+        client,
+        blocks=[
+            {"label": "human", "value": "Name: Bob"},
+            {"label": "notes", "value": "", "limit": 500, "description": "Scratch"},
+        ],
+    )
 
     message = ok(await call(client, llm, agent["id"], "memory", {"command": "view", "path": "/memories"}))
 
@@ -361,8 +403,11 @@ async def test_memory_view_of_the_root_lists_the_blocks(client, llm):
 async def test_memory_create_attaches_a_block_seen_from_the_next_turn(client, llm, db):
     agent = await make_agent(client)
     before = await block_rows(db)
-    llm.reply(tool_calls=[("memory", {"command": "create", "path": "/memories/projects", "description": "Bob's projects",
-                                      "file_text": "memvm"})])
+    llm.reply(
+        tool_calls=[
+            ("memory", {"command": "create", "path": "/memories/projects", "description": "Bob's projects", "file_text": "memvm"})
+        ]
+    )
     llm.reply("Created.").reply("Next turn.")
 
     first = await send(client, agent["id"])
@@ -380,8 +425,15 @@ async def test_memory_create_of_an_existing_label_is_an_error(client, llm, db):
     agent = await make_agent(client)
     before = await block_rows(db)
 
-    message = failed(await call(client, llm, agent["id"], "memory",
-                                {"command": "create", "path": "/memories/human", "description": "dup", "file_text": "x"}))
+    message = failed(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory",
+            {"command": "create", "path": "/memories/human", "description": "dup", "file_text": "x"},
+        )
+    )
 
     assert "already exists" in message
     assert await block_rows(db) == before
@@ -391,8 +443,15 @@ async def test_memory_create_of_an_existing_label_is_an_error(client, llm, db):
 async def test_memory_str_replace(client, llm):
     agent = await make_agent(client)
 
-    ok(await call(client, llm, agent["id"], "memory",
-                  {"command": "str_replace", "path": "/memories/human", "old_string": "Bob", "new_string": "Robert"}))
+    ok(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory",
+            {"command": "str_replace", "path": "/memories/human", "old_string": "Bob", "new_string": "Robert"},
+        )
+    )
 
     assert await value(client, agent["id"], "human") == "Name: Robert"
     assert "Name: Robert" in await compiled_prompt(client, agent["id"])
@@ -435,8 +494,15 @@ async def test_memory_delete_keeps_a_block_another_agent_shares(client, llm, db)
 async def test_memory_rename_relabels_the_block(client, llm):
     agent = await make_agent(client)
 
-    message = ok(await call(client, llm, agent["id"], "memory",
-                            {"command": "rename", "old_path": "/memories/human", "new_path": "/memories/user/profile"}))
+    message = ok(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory",
+            {"command": "rename", "old_path": "/memories/human", "new_path": "/memories/user/profile"},
+        )
+    )
 
     assert message == "Renamed memory block 'human' to 'user/profile'."
     renamed = await client.get(f"/v1/agents/{agent['id']}/core-memory/blocks/user/profile")
@@ -449,8 +515,15 @@ async def test_memory_rename_relabels_the_block(client, llm):
 async def test_memory_rename_changes_the_description(client, llm):
     agent = await make_agent(client)
 
-    ok(await call(client, llm, agent["id"], "memory",
-                  {"command": "rename", "path": "/memories/human", "description": "Facts about Bob only"}))
+    ok(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory",
+            {"command": "rename", "path": "/memories/human", "description": "Facts about Bob only"},
+        )
+    )
 
     assert (await blocks_of(client, agent["id"]))["human"]["description"] == "Facts about Bob only"
     assert "Facts about Bob only" in await compiled_prompt(client, agent["id"])
@@ -494,17 +567,27 @@ async def test_memory_create_with_numbered_file_text_is_refused(client, llm, db)
     agent = await make_agent(client)
     before = await block_rows(db)
 
-    message = failed(await call(client, llm, agent["id"], "memory",
-                                {"command": "create", "path": "/memories/notes", "description": "d", "file_text": "1→ a"}))
+    message = failed(
+        await call(
+            client,
+            llm,
+            agent["id"],
+            "memory",
+            {"command": "create", "path": "/memories/notes", "description": "d", "file_text": "1→ a"},
+        )
+    )
 
     assert LINE_NUMBER_ERROR in message and await block_rows(db) == before
 
 
-@pytest.mark.parametrize(("tool", "args"), [
-    ("memory_rethink", {"label": "human", "new_memory": f"{BANNER}\nName: Rob"}),
-    ("memory_replace", {"label": "human", "old_string": "Name: Bob", "new_string": f"{BANNER}\nName: Rob"}),
-    ("core_memory_append", {"label": "human", "content": BANNER}),
-])
+@pytest.mark.parametrize(
+    ("tool", "args"),
+    [
+        ("memory_rethink", {"label": "human", "new_memory": f"{BANNER}\nName: Rob"}),
+        ("memory_replace", {"label": "human", "old_string": "Name: Bob", "new_string": f"{BANNER}\nName: Rob"}),
+        ("core_memory_append", {"label": "human", "content": BANNER}),
+    ],
+)
 async def test_the_line_number_banner_is_refused(client, llm, tool, args):
     agent = await make_agent(client)
 
@@ -537,8 +620,9 @@ READ_ONLY_EDITS = [
 
 @pytest.mark.parametrize(("tool", "args"), READ_ONLY_EDITS, ids=lambda v: v if isinstance(v, str) else "")
 async def test_every_edit_of_a_read_only_block_is_refused(client, llm, db, tool, args):
-    agent = await make_agent(client, blocks=[{"label": "policy", "value": "be kind", "read_only": True,
-                                              "description": "House rules"}])
+    agent = await make_agent(
+        client, blocks=[{"label": "policy", "value": "be kind", "read_only": True, "description": "House rules"}]
+    )
 
     message = failed(await call(client, llm, agent["id"], tool, args))
 
@@ -563,14 +647,21 @@ async def test_tool_edit_applies_to_the_value_a_rest_edit_left_between_turns(cli
     agent = await make_agent(client, blocks=[{"label": "human", "value": "Name: Bob\nCity: Paris"}])
     llm.reply("first turn")
     await send(client, agent["id"])
-    patched = await client.patch(f"/v1/agents/{agent['id']}/core-memory/blocks/human",
-                                 json={"value": "Name: Bob Smith\nCity: Berlin"})
+    patched = await client.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Name: Bob Smith\nCity: Berlin"}
+    )
     assert patched.status_code == 200, patched.text
 
-    replaced = await call(client, llm, agent["id"], "memory_replace",
-                          {"label": "human", "old_string": "Name: Bob Smith", "new_string": "Name: Robert Smith"})
-    stale = await call(client, llm, agent["id"], "memory_replace",
-                       {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"})
+    replaced = await call(
+        client,
+        llm,
+        agent["id"],
+        "memory_replace",
+        {"label": "human", "old_string": "Name: Bob Smith", "new_string": "Name: Robert Smith"},
+    )
+    stale = await call(
+        client, llm, agent["id"], "memory_replace", {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"}
+    )
 
     ok(replaced)
     assert "City: Paris" in failed(stale) and "did not appear verbatim" in failed(stale)
@@ -581,16 +672,21 @@ async def test_tool_edit_rereads_a_block_changed_over_rest_during_the_model_call
     """The model saw 'City: Paris' in its prompt, but REST changed it while the model was thinking:
     the edit is computed on the new value under the row lock, never on the turn's stale snapshot."""
     agent = await make_agent(client, blocks=[{"label": "human", "value": "Name: Bob\nCity: Paris"}])
-    llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Name: Bob Smith", "new_string": "Name: Rob"}),
-                          ("memory_replace", {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"})],
-              delay=1.0)
+    llm.reply(
+        tool_calls=[
+            ("memory_replace", {"label": "human", "old_string": "Name: Bob Smith", "new_string": "Name: Rob"}),
+            ("memory_replace", {"label": "human", "old_string": "City: Paris", "new_string": "City: Rome"}),
+        ],
+        delay=1.0,
+    )
     llm.reply("done")
 
     turn = asyncio.create_task(send(client, agent["id"]))
     while not llm.requests:
         await asyncio.sleep(0.01)
-    patched = await client.patch(f"/v1/agents/{agent['id']}/core-memory/blocks/human",
-                                 json={"value": "Name: Bob Smith\nCity: Berlin"})
+    patched = await client.patch(
+        f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Name: Bob Smith\nCity: Berlin"}
+    )
     body = await turn
 
     assert patched.status_code == 200, patched.text

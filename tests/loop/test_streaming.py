@@ -3,8 +3,8 @@ import json
 
 import httpx
 
-from tests.api.helpers import create_agent
-from tests.loop.sse import parse_sse
+from tests.support.api import create_agent
+from tests.support.sse import parse_sse
 
 MODEL = {"model": "openai/scripted-model"}
 
@@ -23,7 +23,15 @@ async def test_streaming_sends_each_stored_message_then_stop_usage_done(client, 
     events = await stream(client, f"/v1/agents/{agent['id']}/messages", {"input": "I like tea", "streaming": True})
 
     kinds = [e.get("message_type", "DONE" if e.get("done") else None) for e in events]
-    assert kinds == ["ping", "tool_call_message", "tool_return_message", "assistant_message", "stop_reason", "usage_statistics", "DONE"]
+    assert kinds == [
+        "ping",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "stop_reason",
+        "usage_statistics",
+        "DONE",
+    ]
     assert events[4]["stop_reason"] == "end_turn" and events[5]["step_count"] == 2
     for event in events[1:4]:
         stored = await client.get(f"/v1/messages/{event['id']}")
@@ -67,7 +75,9 @@ async def test_errors_inside_the_loop_arrive_in_band(client, llm):
 
 
 async def test_errors_before_the_turn_are_plain_http_errors(client, llm):
-    missing = await client.post("/v1/agents/agent-00000000-0000-4000-8000-000000000000/messages", json={"input": "hi", "streaming": True})
+    missing = await client.post(
+        "/v1/agents/agent-00000000-0000-4000-8000-000000000000/messages", json={"input": "hi", "streaming": True}
+    )
 
     assert missing.status_code == 404
 

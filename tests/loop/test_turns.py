@@ -2,13 +2,15 @@
 
 import json
 
-from tests.api.helpers import compiled_prompt, create_agent
+from tests.support.api import compiled_prompt, create_agent
 
 MODEL = {"model": "openai/scripted-model"}
 
 
 async def send(client, agent_id, text="hi", **options):
-    response = await client.post(f"/v1/agents/{agent_id}/messages", json={"messages": [{"role": "user", "content": text}], **options})
+    response = await client.post(
+        f"/v1/agents/{agent_id}/messages", json={"messages": [{"role": "user", "content": text}], **options}
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -67,12 +69,20 @@ async def test_tool_edit_is_recorded_with_agent_and_step(client, llm, db):
 
 
 async def test_over_limit_and_read_only_edits_become_tool_errors(client, llm):
-    agent = await create_agent(client, **MODEL, memory_blocks=[
-        {"label": "human", "value": "Bob", "limit": 10},
-        {"label": "policy", "value": "be kind", "read_only": True},
-    ])
-    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "a very long fact"}),
-                          ("memory_replace", {"label": "policy", "old_string": "kind", "new_string": "rude"})])
+    agent = await create_agent(
+        client,
+        **MODEL,
+        memory_blocks=[
+            {"label": "human", "value": "Bob", "limit": 10},
+            {"label": "policy", "value": "be kind", "read_only": True},
+        ],
+    )
+    llm.reply(
+        tool_calls=[
+            ("memory_insert", {"label": "human", "new_string": "a very long fact"}),
+            ("memory_replace", {"label": "policy", "old_string": "kind", "new_string": "rude"}),
+        ]
+    )
     llm.reply("Sorry, could not save that.")
 
     body = await send(client, agent["id"])
@@ -154,7 +164,13 @@ async def test_history_is_kept_and_sent_back_in_order(client, llm):
     assert roles == ["system", "user", "assistant", "tool", "assistant", "user"]
     listed = (await client.get(f"/v1/agents/{agent['id']}/messages")).json()
     assert [m["message_type"] for m in listed] == [
-        "user_message", "tool_call_message", "tool_return_message", "assistant_message", "user_message", "assistant_message"]
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "user_message",
+        "assistant_message",
+    ]
     assert listed[0]["content"] == "one" and listed[-1]["content"] == "second answer"
 
 
@@ -163,7 +179,9 @@ async def test_send_with_input_shorthand_and_bad_bodies(client, llm):
     llm.reply("hi")
 
     ok = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hello"})
-    both = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "x", "messages": [{"role": "user", "content": "y"}]})
+    both = await client.post(
+        f"/v1/agents/{agent['id']}/messages", json={"input": "x", "messages": [{"role": "user", "content": "y"}]}
+    )
     empty = await client.post(f"/v1/agents/{agent['id']}/messages", json={"messages": []})
 
     assert ok.status_code == 200 and llm.requests[0]["messages"][-1]["content"] == "hello"
@@ -182,7 +200,9 @@ async def test_agent_without_model_gets_a_clear_400(client, llm):
 
 
 async def test_llm_config_endpoint_and_model_are_used(client, llm):
-    agent = await create_agent(client, llm_config={"model": "custom-model", "model_endpoint": llm.base_url, "context_window": 8000})
+    agent = await create_agent(
+        client, llm_config={"model": "custom-model", "model_endpoint": llm.base_url, "context_window": 8000}
+    )
     llm.reply("ok")
 
     await send(client, agent["id"])

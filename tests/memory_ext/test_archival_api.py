@@ -1,6 +1,6 @@
 """Archival memory over REST, with the real offline embedding model."""
 
-from tests.api.helpers import compiled_prompt, create_agent
+from tests.support.api import compiled_prompt, create_agent
 
 FACTS = [
     ("Bob's daughter is learning to play the violin.", ["family"]),
@@ -97,7 +97,9 @@ async def test_date_filters(client):
 
     old = await search(client, agent["id"], "gardens", end_datetime="2020-12-31")
     new = await search(client, agent["id"], "gardens", start_datetime="2021-01-01T00:00")
-    bad = await client.get(f"/v1/agents/{agent['id']}/archival-memory/search", params={"query": "x", "start_datetime": "yesterday"})
+    bad = await client.get(
+        f"/v1/agents/{agent['id']}/archival-memory/search", params={"query": "x", "start_datetime": "yesterday"}
+    )
 
     assert [r["content"] for r in old["results"]] == ["an old memory about gardens"]
     assert [r["content"] for r in new["results"]] == ["a new memory about gardens"]
@@ -131,8 +133,10 @@ async def test_shared_archive_between_two_agents(client):
 
     for agent in (one, two):
         assert (await client.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive['id']}")).status_code == 200
-    batch = await client.post(f"/v1/archives/{archive['id']}/passages/batch",
-                              json={"passages": [{"text": "The team standup is at nine."}, {"text": "Deploys happen on Thursdays."}]})
+    batch = await client.post(
+        f"/v1/archives/{archive['id']}/passages/batch",
+        json={"passages": [{"text": "The team standup is at nine."}, {"text": "Deploys happen on Thursdays."}]},
+    )
     found = await search(client, two["id"], "when do we ship releases?", top_k=1)
     listed = (await client.get("/v1/archives/", params={"agent_id": one["id"]})).json()
     readers = (await client.get(f"/v1/archives/{archive['id']}/agents")).json()
@@ -148,7 +152,9 @@ async def test_shared_archive_between_two_agents(client):
 
 
 async def test_archive_crud_and_model_mismatch(client):
-    created = await client.post("/v1/archives/", json={"name": "big", "description": "d", "embedding": "openai/text-embedding-3-small"})
+    created = await client.post(
+        "/v1/archives/", json={"name": "big", "description": "d", "embedding": "openai/text-embedding-3-small"}
+    )
     archive = created.json()
     agent = await create_agent(client)
 

@@ -2,7 +2,7 @@
 
 import json
 
-from tests.api.helpers import compiled_prompt, create_agent
+from tests.support.api import compiled_prompt, create_agent
 
 ARCHIVAL = {"model": "openai/scripted-model", "tools": ["archival_memory_insert", "archival_memory_search"]}
 
@@ -19,7 +19,9 @@ def tool_returns(body):
 
 async def test_insert_records_provenance_and_updates_the_next_prompt(client, llm, db):
     agent = await create_agent(client, **ARCHIVAL)
-    llm.reply(tool_calls=[("archival_memory_insert", {"content": "Bob's sister lives in Oslo.", "tags": ["family"]})]).reply("Saved.")
+    llm.reply(tool_calls=[("archival_memory_insert", {"content": "Bob's sister lives in Oslo.", "tags": ["family"]})]).reply(
+        "Saved."
+    )
     llm.reply("ok")
 
     body = await send(client, agent["id"], "my sister lives in Oslo")
@@ -39,7 +41,9 @@ async def test_search_returns_compact_json_with_scores(client, llm):
     agent = await create_agent(client, **ARCHIVAL)
     for text in ["Bob's daughter is learning the violin.", "The office moved near the harbour.", "Bob dislikes cilantro."]:
         await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": text, "tags": ["fact"]})
-    llm.reply(tool_calls=[("archival_memory_search", {"query": "what instrument is his kid studying?", "top_k": 2})]).reply("The violin.")
+    llm.reply(tool_calls=[("archival_memory_search", {"query": "what instrument is his kid studying?", "top_k": 2})]).reply(
+        "The violin."
+    )
 
     body = await send(client, agent["id"], "what does my kid play?")
 
@@ -48,7 +52,10 @@ async def test_search_returns_compact_json_with_scores(client, llm):
     assert payload["message"] == "Showing 2 results:"
     first = payload["results"][0]
     assert first["content"] == "Bob's daughter is learning the violin." and first["tags"] == ["fact"]
-    assert set(first) == {"id", "timestamp", "content", "tags", "relevance"} and first["relevance"] > payload["results"][1]["relevance"]
+    assert (
+        set(first) == {"id", "timestamp", "content", "tags", "relevance"}
+        and first["relevance"] > payload["results"][1]["relevance"]
+    )
 
 
 async def test_search_with_nothing_stored_says_no_results(client, llm):
@@ -64,9 +71,13 @@ async def test_search_with_nothing_stored_says_no_results(client, llm):
 
 async def test_bad_search_arguments_are_errors(client, llm):
     agent = await create_agent(client, **ARCHIVAL)
-    llm.reply(tool_calls=[("archival_memory_search", {"query": "x", "tag_match_mode": "some"}),
-                          ("archival_memory_search", {"query": "x", "start_datetime": "last week"}),
-                          ("archival_memory_insert", {"content": "   "})]).reply("sorry")
+    llm.reply(
+        tool_calls=[
+            ("archival_memory_search", {"query": "x", "tag_match_mode": "some"}),
+            ("archival_memory_search", {"query": "x", "start_datetime": "last week"}),
+            ("archival_memory_insert", {"content": "   "}),
+        ]
+    ).reply("sorry")
 
     body = await send(client, agent["id"], "search")
 

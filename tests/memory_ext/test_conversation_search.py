@@ -2,12 +2,13 @@
 
 import asyncio
 import json
+from datetime import UTC
 
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
 from memvm.ids import new_id
 from memvm.search.conversation import MAX_LEXEMES, query_lexemes
-from tests.api.helpers import create_agent
+from tests.support.api import create_agent
 
 KEYWORD_ONLY = "Order XJ9000 shipped on Tuesday."
 MEANING_ONLY = "My daughter has started taking violin classes."
@@ -24,7 +25,11 @@ async def add_messages(db, agent_id, texts, role="user", created_at=None):
         await db.execute(
             "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at)"
             " VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()))",
-            new_id("message"), agent_id, role, text, created_at,
+            new_id("message"),
+            agent_id,
+            role,
+            text,
+            created_at,
         )
 
 
@@ -69,16 +74,24 @@ async def test_full_text_ranks_a_rare_word_above_common_ones_deep_in_history(cli
     results = await search(client, query="boiler meeting notes", agent_id=agent["id"], search_mode="fts", limit=3)
 
     assert [r["embedded_text"] for r in results] == [
-        "The plumber fixed the boiler.", "meeting notes for project 79", "meeting notes for project 78"]
+        "The plumber fixed the boiler.",
+        "meeting notes for project 79",
+        "meeting notes for project 78",
+    ]
     assert [r["fts_rank"] for r in results] == [1, 2, 3]
 
 
 async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db):
     agents = [(await create_agent(client))["id"] for _ in range(3)]
-    rows = [(new_id("message"), agents[n % 3], f"note {n} about the garden" + (" and the boiler" if n % 500 == 0 else ""))
-            for n in range(3000)]
-    await db.executemany("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
-                         " VALUES ($1, $2, 'user', 'message', $3, false, 5)", rows)  # 5 attempts: not queued for embedding
+    rows = [
+        (new_id("message"), agents[n % 3], f"note {n} about the garden" + (" and the boiler" if n % 500 == 0 else ""))
+        for n in range(3000)
+    ]
+    await db.executemany(
+        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
+        " VALUES ($1, $2, 'user', 'message', $3, false, 5)",
+        rows,
+    )  # 5 attempts: not queued for embedding
     await db.execute("ANALYZE message")
 
     explain_only = db.transaction()
@@ -89,9 +102,14 @@ async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db)
         await db.execute("SET LOCAL enable_seqscan = off")
         await db.execute("SET LOCAL enable_indexscan = off")
         await db.execute("DROP INDEX ix_message_agent_id_seq")
-        plan = "\n".join(r[0] for r in await db.fetch(
-            "EXPLAIN SELECT id FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ 'boiler'::tsquery"
-            " ORDER BY seq DESC LIMIT 50", agents[0]))
+        plan = "\n".join(
+            r[0]
+            for r in await db.fetch(
+                "EXPLAIN SELECT id FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ 'boiler'::tsquery"
+                " ORDER BY seq DESC LIMIT 50",
+                agents[0],
+            )
+        )
     finally:
         await explain_only.rollback()
 
@@ -123,7 +141,9 @@ async def test_sdk_search_route_shape(client, db):
     await add_messages(db, agent["id"], ["The launch code word is pineapple."])
     await wait_embedded(db)
 
-    response = await client.post("/v1/messages/search", json={"query": "what is the secret word?", "agent_id": agent["id"], "limit": 3})
+    response = await client.post(
+        "/v1/messages/search", json={"query": "what is the secret word?", "agent_id": agent["id"], "limit": 3}
+    )
 
     [hit] = response.json()
     assert hit["message_type"] == "user_message" and hit["content"] == "The launch code word is pineapple."
@@ -150,14 +170,18 @@ async def test_turn_messages_are_embedded_after_commit(client, llm, db):
 
     rows = await db.fetch("SELECT role, embedding_model, embedding_dim FROM message ORDER BY seq")
     assert [(r["role"], r["embedding_model"], r["embedding_dim"]) for r in rows] == [
-        ("user", "local/all-MiniLM-L6-v2", 384), ("assistant", "local/all-MiniLM-L6-v2", 384)]
+        ("user", "local/all-MiniLM-L6-v2", 384),
+        ("assistant", "local/all-MiniLM-L6-v2", 384),
+    ]
 
 
 async def test_conversation_search_tool_uses_meaning(client, llm, db):
     agent = await create_agent(client, model="openai/scripted-model")
     await add_messages(db, agent["id"], [MEANING_ONLY, *DISTRACTORS])
     await wait_embedded(db)
-    llm.reply(tool_calls=[("conversation_search", {"query": "what instrument is the kid learning?", "limit": 1})]).reply("Violin!")
+    llm.reply(tool_calls=[("conversation_search", {"query": "what instrument is the kid learning?", "limit": 1})]).reply(
+        "Violin!"
+    )
 
     body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "remind me about my kid"})).json()
 
@@ -167,7 +191,9 @@ async def test_conversation_search_tool_uses_meaning(client, llm, db):
 
 async def test_no_results_is_distinguishable_from_an_error(client, llm):
     agent = await create_agent(client, model="openai/scripted-model")
-    llm.reply(tool_calls=[("conversation_search", {"query": "zebra"}), ("conversation_search", {"query": "x", "roles": ["robot"]})])
+    llm.reply(
+        tool_calls=[("conversation_search", {"query": "zebra"}), ("conversation_search", {"query": "x", "roles": ["robot"]})]
+    )
     llm.reply("nothing there")
 
     body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "anything about zebras?"})).json()
@@ -178,9 +204,9 @@ async def test_no_results_is_distinguishable_from_an_error(client, llm):
 
 
 def _day(text):
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 async def test_query_lexemes_keep_the_query_order_without_stop_words_and_are_capped(database_url):

@@ -2,32 +2,28 @@
 
 import asyncio
 
-import pytest
-
-from memvm.config import Settings
-from memvm.db.engine import build_engine, build_sessionmaker
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.ids import new_id
 from memvm.search.embedding_queue import embed_pending_messages
-from tests.api.helpers import create_agent
-from tests.conftest import app_client
-
-
-@pytest.fixture
-async def sessionmaker(database_url):
-    engine = build_engine(database_url, Settings())
-    yield build_sessionmaker(engine)
-    await engine.dispose()
+from tests.support.api import app_client, create_agent
 
 
 async def add_agent_with_messages(db, count, embedding=None):
     agent_id = new_id("agent")
     await db.execute(
-        "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system, embedding)"
-        " VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2)", agent_id, embedding)
+        "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system,"
+        " embedding) VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2)",
+        agent_id,
+        embedding,
+    )
     for n in range(count):
-        await db.execute("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
-                         " VALUES ($1, $2, 'user', 'message', $3, true, 0)", new_id("message"), agent_id, f"note {n} about cats")
+        await db.execute(
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
+            " VALUES ($1, $2, 'user', 'message', $3, true, 0)",
+            new_id("message"),
+            agent_id,
+            f"note {n} about cats",
+        )
     return agent_id
 
 
@@ -36,7 +32,7 @@ async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionma
     registry = EmbedderRegistry()
 
     claimed = await asyncio.gather(*(embed_pending_messages(sessionmaker, registry, batch_size=8) for _ in range(6)))
-    while (more := await embed_pending_messages(sessionmaker, registry, batch_size=8)):
+    while more := await embed_pending_messages(sessionmaker, registry, batch_size=8):
         claimed.append(more)
 
     assert sum(claimed) == 40  # SKIP LOCKED: no row was claimed twice
@@ -46,8 +42,10 @@ async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionma
 
 async def test_a_stale_claim_is_taken_over_but_a_fresh_one_is_not(db, sessionmaker):
     await add_agent_with_messages(db, 2)
-    await db.execute("UPDATE message SET embed_claimed_at = now() - interval '10 minutes', embed_attempts = 1"
-                     " WHERE id = (SELECT min(id) FROM message)")
+    await db.execute(
+        "UPDATE message SET embed_claimed_at = now() - interval '10 minutes', embed_attempts = 1"
+        " WHERE id = (SELECT min(id) FROM message)"
+    )
     await db.execute("UPDATE message SET embed_claimed_at = now(), embed_attempts = 1 WHERE id = (SELECT max(id) FROM message)")
 
     claimed = await embed_pending_messages(sessionmaker, EmbedderRegistry())
@@ -67,9 +65,13 @@ async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismat
     async with app_client(settings.model_copy(update={"embedding_worker": False})) as client:
         agent = await create_agent(client)
         await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "a local-model passage"})
-        await db.execute("INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, embedding, embedding_model, embedding_dim)"
-                         " VALUES ($1, $2, 'user', 'message', 'hello', true, 1, array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384)",
-                         new_id("message"), agent["id"])
+        await db.execute(
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts,"
+            " embedding, embedding_model, embedding_dim) VALUES ($1, $2, 'user', 'message', 'hello', true, 1,"
+            " array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384)",
+            new_id("message"),
+            agent["id"],
+        )
 
         refused = await client.patch(f"/v1/agents/{agent['id']}", json={"embedding": "openai/text-embedding-3-small"})
         archive_id = (await client.get("/v1/archives/", params={"agent_id": agent["id"]})).json()[0]["id"]

@@ -1,44 +1,69 @@
-"""The planner uses the HNSW index for archival search, and filtered search still fills top_k."""
+"""The planner uses the HNSW index for the archival search the server runs, and filtered search still fills top_k."""
 
 import random
 
+from sqlalchemy import Executable
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.expression import ClauseElement
+
 from memvm.ids import new_id
-from memvm.search.archival import SEARCH_SETTINGS_SQL
+from memvm.search.archival import PassageSearch, prefer_vector_index, search_passages
+
+MODEL = "local/all-MiniLM-L6-v2"
+DIM = 384
 
 
-def unit_vector(rng, dim=384):
-    values = [rng.gauss(0, 1) for _ in range(dim)]
+class Explain(Executable, ClauseElement):
+    """EXPLAIN of a statement, compiled by the session's dialect: its parameters are bound as when the server runs it."""
+
+    inherit_cache = False
+
+    def __init__(self, statement: Executable) -> None:
+        self.statement = statement
+
+
+@compiles(Explain)
+def _explain_sql(explain: Explain, compiler, **kw) -> str:
+    return "EXPLAIN " + compiler.process(explain.statement, **kw)
+
+
+def unit_vector(rng: random.Random) -> list[float]:
+    values = [rng.gauss(0, 1) for _ in range(DIM)]
     norm = sum(v * v for v in values) ** 0.5
-    return "[" + ",".join(f"{v / norm:.5f}" for v in values) + "]"
+    return [round(v / norm, 5) for v in values]
 
 
 async def seed(db, count, rare_every):
     rng = random.Random(7)
     archive_id = new_id("archive")
-    await db.execute("INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata) VALUES ($1, 'a', 'local/all-MiniLM-L6-v2', 384, '{}')", archive_id)
-    rows = [(new_id("passage"), archive_id, f"p{n}", unit_vector(rng), ["rare"] if n % rare_every == 0 else ["common"]) for n in range(count)]
+    await db.execute(
+        "INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata) VALUES ($1, 'a', $2, $3, '{}')",
+        archive_id,
+        MODEL,
+        DIM,
+    )
+    rows = []
+    for n in range(count):
+        tags = ["rare"] if n % rare_every == 0 else ["common"]
+        rows.append((new_id("passage"), archive_id, f"p{n}", str(unit_vector(rng)), MODEL, DIM, tags))
     await db.executemany(
         "INSERT INTO passage (id, archive_id, text, embedding, embedding_model, embedding_dim, tags, metadata, writer_type)"
-        " VALUES ($1, $2, $3, $4::vector, 'local/all-MiniLM-L6-v2', 384, $5, '{}', 'api')", rows)
+        " VALUES ($1, $2, $3, $4::vector, $5, $6, $7, '{}', 'api')",
+        rows,
+    )
     await db.execute("ANALYZE passage")
     return archive_id, unit_vector(rng)
 
 
-QUERY = """
-    SELECT id FROM passage
-    WHERE archive_id = $1 AND embedding_dim = 384 AND embedding_model = 'local/all-MiniLM-L6-v2' {extra}
-    ORDER BY embedding::vector(384) <=> $2::vector LIMIT 10
-"""
-
-
-async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db):
-    archive_id, query = await seed(db, 3000, rare_every=60)
-    async with db.transaction():
-        # the server's settings for a search transaction (ef_search 100: without the seq-scan penalty
-        # the planner would read all 3,000 rows here)
-        await db.execute(SEARCH_SETTINGS_SQL.replace(":ef", "'100'"))
-        plan = "\n".join(r[0] for r in await db.fetch("EXPLAIN " + QUERY.format(extra=""), archive_id, query))
-        filtered = await db.fetch(QUERY.format(extra="AND tags && ARRAY['rare']"), archive_id, query)
+async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessionmaker):
+    archive_id, query_vector = await seed(db, 3000, rare_every=60)
+    search = {"archive_ids": [archive_id], "model": MODEL, "dim": DIM, "query_vector": query_vector, "top_k": 10}
+    async with sessionmaker() as session, session.begin():
+        # the server's settings for a search transaction, which search_passages applies itself (without the
+        # seq-scan penalty the planner would read all 3,000 rows here)
+        await prefer_vector_index(session, search["top_k"])
+        plan = "\n".join((await session.execute(Explain(PassageSearch(**search).statement()))).scalars())
+        filtered = await search_passages(session, PassageSearch(**search, tags=["rare"]))
 
     assert "ix_passage_embedding_384" in plan, plan
     assert len(filtered) == 10  # 50 rare passages exist; the iterative scan keeps going until 10 pass the filter

@@ -15,10 +15,9 @@ import httpx
 import pytest
 from letta_client import AsyncLetta, DefaultAsyncHttpxClient
 
-from tests.conftest import TEMPLATE_DB
-from tests.e2e.test_serve_process import Served, child_env, free_port, serve
-from tests.fakes.openai_server import ScriptedLLM
-from tests.pg import admin_execute, with_database
+from tests.support.pg import TEMPLATE_DB, admin_execute, with_database
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.serve import Served, child_env, free_port, serve
 
 _module_numbers = itertools.count(1)
 
@@ -48,9 +47,7 @@ async def module_llm() -> AsyncIterator[ScriptedLLM]:
 
 
 @pytest.fixture(scope="module")
-def memvm_server(
-    module_database_url: str, module_llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Served]:
+def memvm_server(module_database_url: str, module_llm: ScriptedLLM, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """A real `memvm serve` process (stopped with SIGINT after the module's last test)."""
     port = free_port()
     env = child_env(

@@ -2,7 +2,6 @@
 `memvm serve` process (one per module; each test makes its own agents and blocks)."""
 
 import re
-import uuid
 
 import httpx
 import pytest
@@ -16,14 +15,9 @@ from letta_client import (
 )
 
 from memvm import __version__
-from tests.sdk.helpers import MISSING_AGENT, MODEL, memory_value, new_agent, prompt_text, request_lines
-
+from tests.support.sdk import MISSING_AGENT, MODEL, memory_value, new_agent, prompt_text, request_lines, unique
 
 # ---------------------------------------------------------------- agents
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def test_health(letta: AsyncLetta):
@@ -104,9 +98,7 @@ async def test_list_filters_by_name(letta: AsyncLetta):
 
 
 async def test_retrieve_includes_relations_only_when_asked(letta: AsyncLetta):
-    created = await letta.agents.create(
-        model=MODEL, tags=["t1"], memory_blocks=[{"label": "human", "value": "Name: Ann"}]
-    )
+    created = await letta.agents.create(model=MODEL, tags=["t1"], memory_blocks=[{"label": "human", "value": "Name: Ann"}])
 
     bare = await letta.agents.retrieve(created.id)
     assert bare.id == created.id and bare.name == created.name
@@ -151,7 +143,6 @@ async def test_delete_then_retrieve_is_not_found(letta: AsyncLetta):
 
 
 # ---------------------------------------------------------------- blocks
-
 
 
 async def test_agent_blocks_list_retrieve_update(letta: AsyncLetta):
@@ -218,7 +209,7 @@ async def test_attach_and_detach_a_standalone_block(letta: AsyncLetta):
 
 
 async def test_standalone_block_crud(letta: AsyncLetta):
-    label = f"kb-{uuid.uuid4().hex[:8]}"
+    label = unique("kb")
 
     created = await letta.blocks.create(
         label=label, value="alpha", limit=1000, description="Knowledge", metadata={"source": "sdk"}, tags=["kb"]
@@ -249,7 +240,7 @@ async def test_standalone_block_crud(letta: AsyncLetta):
 
 
 async def test_blocks_list_auto_paginates(letta: AsyncLetta):
-    label = f"many-{uuid.uuid4().hex[:8]}"
+    label = unique("many")
     created = [(await letta.blocks.create(label=label, value=f"v{i}")).id for i in range(5)]
 
     seen = [block.id async for block in letta.blocks.list(label=label, limit=2)]
@@ -327,9 +318,7 @@ async def test_unknown_block_label_names_the_agents_labels(letta: AsyncLetta):
     assert "'nope'" in detail(raised.value) and "human" in detail(raised.value)
 
 
-async def test_label_clash_on_attach_is_a_conflict_and_not_retried(
-    letta: AsyncLetta, sdk_requests: list[httpx.Request]
-):
+async def test_label_clash_on_attach_is_a_conflict_and_not_retried(letta: AsyncLetta, sdk_requests: list[httpx.Request]):
     agent = await new_agent(letta)
     other_human = await letta.blocks.create(label="human", value="Name: Alice")
     sdk_requests.clear()
@@ -344,7 +333,10 @@ async def test_label_clash_on_attach_is_a_conflict_and_not_retried(
     # The SDK retries 409 twice by default unless told not to: exactly one request went out.
     assert request_lines(sdk_requests) == [f"PATCH /v1/agents/{agent.id}/core-memory/blocks/attach/{other_human.id}"]
     # Nothing changed.
-    assert [(b.label, b.value) async for b in letta.agents.blocks.list(agent.id)] == [("human", "Name: Bob"), ("persona", "I am Sam.")]
+    assert [(b.label, b.value) async for b in letta.agents.blocks.list(agent.id)] == [
+        ("human", "Name: Bob"),
+        ("persona", "I am Sam."),
+    ]
 
 
 async def test_duplicate_labels_at_creation_are_a_conflict(letta: AsyncLetta, sdk_requests: list[httpx.Request]):

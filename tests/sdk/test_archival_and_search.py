@@ -8,16 +8,15 @@ import asyncio
 import os
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 from letta_client import AsyncLetta, NotFoundError
 from letta_client.types import Passage
 
-from tests.e2e.test_serve_process import Served
-from tests.fakes.openai_server import ScriptedLLM
-from tests.sdk.helpers import MODEL, memory_value, new_agent, prompt_text
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.sdk import MODEL, memory_value, new_agent, prompt_text, unique
+from tests.support.serve import Served
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = REPO / "examples" / "sdk_quickstart.py"
@@ -36,11 +35,6 @@ QUESTIONS = {
     "italy": "Where does he like to go on vacation?",
 }
 MESSAGE_SEARCH_WAIT = 15.0  # message embeddings are computed in the background after commit
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
 
 
 async def store_facts(letta: AsyncLetta, agent_id: str) -> dict[str, Passage]:
@@ -124,7 +118,7 @@ async def test_memory_metadata_shows_archival_count_and_tags_never_content(letta
     await letta.agents.passages.create(agent.id, text="Bob's dentist is Dr. Quill on Elm Street.", tags=["health"])
     prompt = prompt_text(await letta.agents.recompile(agent.id))
 
-    metadata = prompt[prompt.index("<memory_metadata>"):prompt.index("</memory_metadata>")]
+    metadata = prompt[prompt.index("<memory_metadata>") : prompt.index("</memory_metadata>")]
     assert "- 2 total memories you created are stored in archival memory (use tools to access them)" in metadata
     assert "- Available archival memory tags: bank, health, secrets" in metadata
     assert "4711-zebra" not in prompt and "Dr. Quill" not in prompt
@@ -353,8 +347,12 @@ async def test_quickstart_example_runs_against_memvm(memvm_server: Served, letta
     env.update(MEMVM_URL=memvm_server.base_url, MEMVM_MODEL=MODEL, PYTHONUNBUFFERED="1")
 
     process = await asyncio.create_subprocess_exec(
-        sys.executable, str(QUICKSTART), cwd=str(REPO), env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        str(QUICKSTART),
+        cwd=str(REPO),
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     try:
         raw_out, raw_err = await asyncio.wait_for(process.communicate(), timeout=60)
@@ -371,8 +369,11 @@ async def test_quickstart_example_runs_against_memvm(memvm_server: Served, letta
     assert any(line.startswith("Stored archival passage passage-") for line in lines), out
     streamed = [line for line in lines if line.startswith("  [")]
     assert [line.split("]")[0] + "]" for line in streamed] == [
-        "  [tool_call_message]", "  [tool_return_message]", "  [assistant_message]",
-        "  [stop_reason]", "  [usage_statistics]",
+        "  [tool_call_message]",
+        "  [tool_return_message]",
+        "  [assistant_message]",
+        "  [stop_reason]",
+        "  [usage_statistics]",
     ], out
     assert "memory_replace(" in streamed[0] and "Ada Lovelace" in streamed[0]
     assert streamed[1].endswith("success")

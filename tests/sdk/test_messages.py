@@ -17,11 +17,10 @@ from letta_client.types.agents import (
 )
 from letta_client.types.agents.letta_streaming_response import LettaPing, LettaStopReason, LettaUsageStatistics
 
-from tests.fakes.openai_server import ScriptedLLM
-from tests.sdk.helpers import memory_value, new_agent
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.sdk import memory_value, new_agent
 
 BASE_TOOLS = ["conversation_search", "memory_insert", "memory_replace"]
-
 
 
 def system_prompt_of(request: dict) -> str:
@@ -96,16 +95,23 @@ async def test_create_streaming_yields_typed_chunks_ending_with_stop_and_usage(l
     llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Has a cat"})])
     llm.reply("I will remember your cat.")
 
-    stream = await letta.agents.messages.create(
-        agent.id, messages=[{"role": "user", "content": "I have a cat"}], streaming=True
-    )
+    stream = await letta.agents.messages.create(agent.id, messages=[{"role": "user", "content": "I have a cat"}], streaming=True)
     chunks = [chunk async for chunk in stream]
 
     assert [chunk.message_type for chunk in chunks] == [
-        "ping", "tool_call_message", "tool_return_message", "assistant_message", "stop_reason", "usage_statistics",
+        "ping",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "stop_reason",
+        "usage_statistics",
     ]
     assert [type(chunk) for chunk in chunks[1:]] == [
-        ToolCallMessage, ToolReturnMessage, AssistantMessage, LettaStopReason, LettaUsageStatistics,
+        ToolCallMessage,
+        ToolReturnMessage,
+        AssistantMessage,
+        LettaStopReason,
+        LettaUsageStatistics,
     ]
     assert chunks[1].tool_call.name == "memory_insert"
     assert chunks[2].status == "success" and chunks[2].tool_call_id == chunks[1].tool_call.tool_call_id
@@ -195,12 +201,21 @@ async def test_list_returns_the_history_in_order(letta: AsyncLetta, llm: Scripte
 
     kinds = [message.message_type for message in history]
     assert kinds[-6:] == [
-        "user_message", "tool_call_message", "tool_return_message", "assistant_message",
-        "user_message", "assistant_message",
+        "user_message",
+        "tool_call_message",
+        "tool_return_message",
+        "assistant_message",
+        "user_message",
+        "assistant_message",
     ]
     assert all(kind in {"system_message", "user_message"} for kind in kinds[:-6])
     assert [type(message) for message in history[-6:]] == [
-        UserMessage, ToolCallMessage, ToolReturnMessage, AssistantMessage, UserMessage, AssistantMessage,
+        UserMessage,
+        ToolCallMessage,
+        ToolReturnMessage,
+        AssistantMessage,
+        UserMessage,
+        AssistantMessage,
     ]
     assert isinstance(history[-6], UserMessage) and history[-6].content == "I play chess"
     assert [m.id for m in history[-5:-2]] == [m.id for m in sent.messages]
@@ -300,4 +315,3 @@ async def test_model_failure_mid_stream_arrives_in_band_as_an_sdk_error(letta: A
     assert isinstance(raised.value.body, dict)
     assert raised.value.body["message_type"] == "error_message"
     assert "upstream exploded" in raised.value.body["message"]
-

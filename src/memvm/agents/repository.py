@@ -15,7 +15,7 @@ async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Ag
     return await session.scalar(query)
 
 
-def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool) -> Select:
+def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool) -> Select[Agent]:
     query = select(Agent)
     if name is not None:
         query = query.where(Agent.name == name)
@@ -26,7 +26,7 @@ def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str],
     return query
 
 
-def agents_of_block_query(block_id: str) -> Select:
+def agents_of_block_query(block_id: str) -> Select[Agent]:
     return select(Agent).join(AgentBlock, AgentBlock.agent_id == Agent.id).where(AgentBlock.block_id == block_id)
 
 
@@ -44,6 +44,10 @@ async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Bl
     return await session.scalar(query)
 
 
+async def all_ids(session: AsyncSession) -> list[str]:
+    return list(await session.scalars(select(Agent.id)))
+
+
 async def labels_of(session: AsyncSession, agent_id: str) -> list[str]:
     return list(await session.scalars(select(AgentBlock.label).where(AgentBlock.agent_id == agent_id)))
 
@@ -57,7 +61,6 @@ async def lock_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[B
     Taken before any agent row lock (blocks first, then agents, everywhere)."""
     query = select(Block).where(Block.id.in_(block_ids)).order_by(Block.id).with_for_update(key_share=True, read=True)
     return list(await session.scalars(query.execution_options(populate_existing=True)))
-
 
 
 async def lock_block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
 from memvm.memory.compiler import RenderMode
+from memvm.orm import Agent, Block, Tool
 from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
@@ -115,7 +116,7 @@ class AgentRead(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, agent: Any, blocks: list[Any] | None, tools: list[Any] | None, *, show_tags: bool) -> "AgentRead":
+    def of(cls, agent: Agent, blocks: list[Block] | None, tools: list[Tool] | None, *, show_tags: bool) -> "AgentRead":
         """`blocks`/`tools` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
         return cls(
@@ -146,7 +147,7 @@ class AgentRead(BaseModel):
         )
 
 
-def _llm_config(agent: Any) -> dict[str, Any] | None:
+def _llm_config(agent: Agent) -> dict[str, Any] | None:
     """The stored llm_config, or one derived from the `provider/model` handle."""
     if agent.llm_config is not None:
         return agent.llm_config

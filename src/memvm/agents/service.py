@@ -2,29 +2,35 @@
 system prompt in the same transaction."""
 
 from collections.abc import Sequence
-from importlib.resources import files
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import repository
-from memvm.archives import repository as archive_repository
-from memvm.agents.compile import attached_blocks, preview_prompt, recompile_agents
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.archives import service as archives
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
-from memvm.errors import Conflict, InvalidInput, NotFound
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
+from memvm.errors import Conflict, InvalidInput, NotFound
 from memvm.ids import new_id
-from memvm.messages import repository as messages_repository
 from memvm.memory.compiler import RenderMode
+from memvm.messages import service as messages
 from memvm.orm import Agent, AgentBlock, Block, Tool
+from memvm.prompts.service import DEFAULT_SYSTEM_PROMPT, blocks_in_prompt_order, preview_prompt, recompile_agents
 from memvm.tools import service as tools
 
-DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 _LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
 _SIMPLE_FIELDS = (
-    "name", "description", "system", "tags", "model", "embedding", "embedding_config", "context_window_limit", "timezone",
+    "name",
+    "description",
+    "system",
+    "tags",
+    "model",
+    "embedding",
+    "embedding_config",
+    "context_window_limit",
+    "timezone",
 )
 _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 
@@ -107,9 +113,9 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
         changes.pop("embedding", None)
     if "metadata" in changes:
         agent.metadata_ = changes["metadata"]
-    if "llm_config" in changes:
+    if update.llm_config is not None:
         agent.llm_config = update.llm_config.model_dump()
-    if "memory_render_mode" in changes:
+    if update.memory_render_mode is not None:
         agent.memory_render_mode = update.memory_render_mode.value
     if new_blocks is not None:
         await _replace_blocks(session, agent, new_blocks)
@@ -130,13 +136,13 @@ async def _change_embedding_model(session: AsyncSession, agent: Agent) -> None:
     """Switching models is explicit: archives of the old model are refused (their vectors cannot be
     compared with the new model's), and the agent's messages are queued to be re-embedded."""
     new = embedding_handle(agent.embedding)
-    mismatched = [a for a in await archive_repository.archives_of(session, agent.id) if a.embedding_model.lower() != new]
+    mismatched = [a for a in await archives.archives_of(session, agent.id) if a.embedding_model.lower() != new]
     if mismatched:
         raise Conflict(
             f"Agent {agent.id!r} reads archive {mismatched[0].id!r} embedded with {mismatched[0].embedding_model!r}; "
             f"its vectors cannot be searched with {agent.embedding!r}. Detach the archive (or keep the old embedding) first."
         )
-    await messages_repository.queue_reembedding(session, agent.id)
+    await messages.queue_reembedding(session, agent.id)
 
 
 async def delete_agent(session: AsyncSession, agent_id: str) -> None:
@@ -148,7 +154,7 @@ async def delete_agent(session: AsyncSession, agent_id: str) -> None:
 
 async def agent_blocks(session: AsyncSession, agent_id: str) -> list[Block]:
     await get_agent(session, agent_id)
-    return (await attached_blocks(session, [agent_id]))[agent_id]
+    return (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
 
 
 async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block:
@@ -158,6 +164,22 @@ async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Bl
         labels = ", ".join(sorted(await repository.labels_of(session, agent_id))) or "none"
         raise NotFound(f"No block with label {label!r} found for agent {agent_id!r} (its labels: {labels}).")
     return block
+
+
+async def find_block(session: AsyncSession, agent_id: str, label: str, *, lock: bool) -> Block | None:
+    """The agent's block with this label, or None. `lock` row-locks it for an edit (re-read under the
+    lock, so an edit always applies to the latest value, never a stale snapshot)."""
+    if lock:
+        return await repository.lock_block_by_label(session, agent_id, label)
+    return await repository.block_by_label(session, agent_id, label)
+
+
+async def block_labels(session: AsyncSession, agent_id: str) -> list[str]:
+    return await repository.labels_of(session, agent_id)
+
+
+async def all_agent_ids(session: AsyncSession) -> list[str]:
+    return await repository.all_ids(session)
 
 
 async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
@@ -224,7 +246,9 @@ async def _replace_blocks(session: AsyncSession, agent: Agent, new_blocks: Seque
     for block in new_blocks:
         if await repository.attachment(session, agent.id, block.id) is None:
             session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
-            await flush_or_conflict(session, _LABEL_CONSTRAINT, f"Agent {agent.id!r} already has a block labelled {block.label!r}.")
+            await flush_or_conflict(
+                session, _LABEL_CONSTRAINT, f"Agent {agent.id!r} already has a block labelled {block.label!r}."
+            )
 
 
 def _label_clash(agent_id: str, block: Block, holder: Block) -> Conflict:
@@ -238,7 +262,7 @@ async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: s
     """API views of `agents`. `include=None` means everything; otherwise only the named
     relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients."""
     with_blocks = include is None or "agent.blocks" in include
-    blocks_of = await attached_blocks(session, [agent.id for agent in agents]) if with_blocks else {}
+    blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
     tools_of = {agent.id: await tools.agent_tools(session, agent.id) for agent in agents} if with_tools else {}
     show_tags = include is None or "agent.tags" in include

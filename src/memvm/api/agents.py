@@ -5,6 +5,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from memvm.agents import service
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
+from memvm.api.schemas import CompactionResult, ContextWindowOverview, Deleted
 from memvm.db.pagination import PageRequest
 from memvm.runtime import maintenance
 
@@ -58,12 +59,12 @@ async def update_agent(agent_id: AgentId, body: AgentUpdate, tx: TransactionDep)
     return view
 
 
-@router.delete("/{agent_id}")
-async def delete_agent(agent_id: AgentId, tx: TransactionDep) -> dict[str, Any]:
+@router.delete("/{agent_id}", response_model=Deleted)
+async def delete_agent(agent_id: AgentId, tx: TransactionDep) -> Deleted:
     """Delete an agent. Its blocks remain (they may be shared)."""
     async with tx() as session:
         await service.delete_agent(session, agent_id)
-    return {"message": f"Agent id={agent_id} successfully deleted"}
+    return Deleted(message=f"Agent id={agent_id} successfully deleted")
 
 
 @router.post("/{agent_id}/recompile", response_model=str)
@@ -73,13 +74,13 @@ async def recompile(agent_id: AgentId, tx: TransactionDep, update_timestamp: boo
         return await service.recompile(session, agent_id, update_timestamp=update_timestamp, dry_run=dry_run)
 
 
-@router.get("/{agent_id}/context")
+@router.get("/{agent_id}/context", response_model=ContextWindowOverview)
 async def context_window(agent_id: AgentId, request: Request) -> dict[str, Any]:
     """Token breakdown of the agent's context window: system, core memory, tools, summary, messages."""
     return await maintenance.context_overview(request.app.state.runtime, agent_id)
 
 
-@router.post("/{agent_id}/summarize")
+@router.post("/{agent_id}/summarize", response_model=CompactionResult)
 async def summarize(agent_id: AgentId, request: Request) -> dict[str, Any]:
     """Compact the context window now: older messages become one summary; history stays searchable."""
     return await maintenance.summarize(request.app.state.runtime, agent_id)

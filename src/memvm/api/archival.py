@@ -1,15 +1,25 @@
 from datetime import datetime
+from typing import Annotated, Literal
 from zoneinfo import ZoneInfo
-from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from memvm.agents import service as agents
 from memvm.api.deps import AgentId, TransactionDep, page_params
+from memvm.api.schemas import AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
 from memvm.archives import service
-from memvm.archives.schemas import ArchiveCreate, ArchiveRead, ArchiveUpdate, PassageBatchCreate, PassageCreate, PassageRead, SearchFilters
-from memvm.archives.service import EmbeddingModel
+from memvm.archives.schemas import (
+    ArchiveCreate,
+    ArchiveRead,
+    ArchiveUpdate,
+    PassageBatchCreate,
+    PassageCreate,
+    PassageRead,
+    SearchFilters,
+)
 from memvm.db.pagination import PageRequest
+from memvm.embeddings.ports import EmbeddingModel
 from memvm.ids import id_pattern
 from memvm.runtime import archival
 
@@ -36,12 +46,14 @@ async def list_passages(
 ) -> list[PassageRead]:
     """Passages in every archive the agent reads, oldest first by default."""
     async with tx() as session:
-        rows = await service.list_agent_passages(session, agent_id, search=search, after=after, before=before, limit=limit,
-                                                 ascending=ascending)
+        await agents.get_agent(session, agent_id)
+        rows = await service.list_agent_passages(
+            session, agent_id, search=search, after=after, before=before, limit=limit, ascending=ascending
+        )
     return [PassageRead.of(p) for p in rows]
 
 
-@router.get("/v1/agents/{agent_id}/archival-memory/search")
+@router.get("/v1/agents/{agent_id}/archival-memory/search", response_model=AgentPassageSearch)
 async def search_agent_passages(
     agent_id: AgentId,
     request: Request,
@@ -51,22 +63,37 @@ async def search_agent_passages(
     top_k: int = Query(5, ge=1, le=100),
     start_datetime: str | None = None,
     end_datetime: str | None = None,
-) -> dict[str, Any]:
+) -> AgentPassageSearch:
     """Nearest passages by meaning; tag and date filters apply before the limit, so top_k is met when enough match."""
-    filters = SearchFilters(query=query, tags=tags or [], tag_match_mode=tag_match_mode, top_k=top_k,
-                            start_datetime=start_datetime, end_datetime=end_datetime)
+    filters = SearchFilters(
+        query=query,
+        tags=tags or [],
+        tag_match_mode=tag_match_mode,
+        top_k=top_k,
+        start_datetime=start_datetime,
+        end_datetime=end_datetime,
+    )
     hits, timezone = await archival.search_for_agent(request.app.state.runtime, agent_id, filters)
-    results = [{"id": h.passage.id, "content": h.passage.text, "tags": h.passage.tags, "relevance": round(h.relevance, 6),
-                "timestamp": _in_zone(h.passage.created_at, timezone)} for h in hits]
-    return {"results": results, "count": len(results)}
+    results = [
+        AgentPassageHit(
+            id=h.passage.id,
+            content=h.passage.text,
+            tags=h.passage.tags,
+            relevance=round(h.relevance, 6),
+            timestamp=_in_zone(h.passage.created_at, timezone),
+        )
+        for h in hits
+    ]
+    return AgentPassageSearch(results=results, count=len(results))
 
 
-@router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}")
-async def delete_passage(agent_id: AgentId, memory_id: Annotated[str, Path(pattern=id_pattern("passage"))], tx: TransactionDep) -> dict[str, str]:
+@router.delete("/v1/agents/{agent_id}/archival-memory/{memory_id}", response_model=Deleted)
+async def delete_passage(agent_id: AgentId, memory_id: PassageId, tx: TransactionDep) -> Deleted:
     """Delete a passage from one of this agent's archives."""
     async with tx() as session:
+        await agents.get_agent(session, agent_id)
         await service.delete_agent_passage(session, agent_id, memory_id)
-    return {"message": f"Memory id={memory_id} successfully deleted"}
+    return Deleted(message=f"Memory id={memory_id} successfully deleted")
 
 
 @router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}")
@@ -79,7 +106,8 @@ async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Requ
 async def detach_archive(agent_id: AgentId, archive_id: ArchiveId, tx: TransactionDep) -> None:
     """Stop the agent reading an archive; the archive and its passages remain."""
     async with tx() as session:
-        await service.detach_archive(session, agent_id, archive_id)
+        agent = await agents.get_agent(session, agent_id, lock=True)
+        await service.detach_archive(session, agent, archive_id)
 
 
 class PassageSearch(BaseModel):
@@ -95,14 +123,21 @@ class PassageSearch(BaseModel):
     end_date: str | None = None
 
 
-@router.post("/v1/passages/search")
-async def search_all_passages(body: PassageSearch, request: Request) -> list[dict[str, Any]]:
+@router.post("/v1/passages/search", response_model=list[PassageSearchResult])
+async def search_all_passages(body: PassageSearch, request: Request) -> list[PassageSearchResult]:
     """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive."""
-    filters = SearchFilters(query=body.query or "", tags=body.tags, tag_match_mode=body.tag_match_mode, top_k=body.limit,
-                            start_datetime=body.start_date, end_datetime=body.end_date)
-    hits = await archival.search_anywhere(request.app.state.runtime, query=body.query, agent_id=body.agent_id,
-                                          archive_id=body.archive_id, filters=filters)
-    return [{"passage": PassageRead.of(h.passage).model_dump(mode="json"), "score": round(h.relevance, 6), "metadata": {}} for h in hits]
+    filters = SearchFilters(
+        query=body.query or "",
+        tags=body.tags,
+        tag_match_mode=body.tag_match_mode,
+        top_k=body.limit,
+        start_datetime=body.start_date,
+        end_datetime=body.end_date,
+    )
+    hits = await archival.search_anywhere(
+        request.app.state.runtime, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
+    )
+    return [PassageSearchResult(passage=PassageRead.of(h.passage), score=round(h.relevance, 6), metadata={}) for h in hits]
 
 
 @router.post("/v1/archives/", response_model=ArchiveRead)
@@ -110,7 +145,7 @@ async def create_archive(body: ArchiveCreate, request: Request, tx: TransactionD
     """Create an archive; its embedding model is fixed from now on."""
     embedder = request.app.state.runtime.embedders.for_handle(body.embedding)
     async with tx() as session:
-        return ArchiveRead.of(await service.create_archive(session, body, EmbeddingModel(embedder.model, embedder.dim)))
+        return ArchiveRead.of(await service.create_archive(session, body, EmbeddingModel.of(embedder)))
 
 
 @router.get("/v1/archives/", response_model=list[ArchiveRead])
@@ -147,11 +182,11 @@ async def delete_archive(archive_id: ArchiveId, tx: TransactionDep) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/v1/archives/{archive_id}/agents")
-async def list_archive_agents(archive_id: ArchiveId, tx: TransactionDep) -> list[dict[str, str]]:
+@router.get("/v1/archives/{archive_id}/agents", response_model=list[AgentRef])
+async def list_archive_agents(archive_id: ArchiveId, tx: TransactionDep) -> list[AgentRef]:
     """Ids of the agents that read this archive."""
     async with tx() as session:
-        return [{"id": agent_id} for agent_id in await service.agents_of_archive(session, archive_id)]
+        return [AgentRef(id=agent_id) for agent_id in await service.agents_of_archive(session, archive_id)]
 
 
 @router.post("/v1/archives/{archive_id}/passages", response_model=PassageRead)

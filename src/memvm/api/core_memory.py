@@ -1,4 +1,3 @@
-
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response
@@ -57,6 +56,6 @@ async def update_agent_block(
     """Edit the agent's block by label; every agent sharing the block is recompiled. Honors If-Match."""
     async with tx() as session:
         block = await agents.block_by_label(session, agent_id, block_label)
-        block = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match))
-    response.headers["ETag"] = etag(block.version)
-    return block
+        view = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match))
+    response.headers["ETag"] = etag(view.version)
+    return view

@@ -1,6 +1,7 @@
 """The one table from domain errors to HTTP, and the handlers that produce {"detail": "..."}."""
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -25,10 +26,11 @@ _NO_RETRY = {"x-should-retry": "false"}
 
 
 def install(app: FastAPI) -> None:
-    app.add_exception_handler(DomainError, _domain_error)
-    app.add_exception_handler(RequestValidationError, _validation_error)
-    app.add_exception_handler(DBAPIError, _database_error)
-    app.add_exception_handler(Exception, _unexpected_error)
+    # The decorator form: Starlette's add_exception_handler is typed for handlers of any Exception.
+    app.exception_handler(DomainError)(_domain_error)
+    app.exception_handler(RequestValidationError)(_validation_error)
+    app.exception_handler(DBAPIError)(_database_error)
+    app.exception_handler(Exception)(_unexpected_error)
 
 
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
@@ -47,8 +49,9 @@ async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
     if not error.connection_invalidated:
         return await _unexpected_error(request, error)
     log.warning("database connection lost on %s %s: %s", request.method, request.url.path, error.orig)
-    return JSONResponse({"detail": "The database connection was lost; retry the request."}, status_code=503,
-                        headers={"retry-after": "1"})
+    return JSONResponse(
+        {"detail": "The database connection was lost; retry the request."}, status_code=503, headers={"retry-after": "1"}
+    )
 
 
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
@@ -56,7 +59,7 @@ async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
     return JSONResponse({"detail": "Internal server error; the server log has the details."}, status_code=500)
 
 
-def _describe(item: dict) -> str:
+def _describe(item: dict[str, Any]) -> str:
     where = ".".join(str(part) for part in item.get("loc", ()))
     pattern = (item.get("ctx") or {}).get("pattern", "")
     if item.get("type") == "string_pattern_mismatch" and pattern.startswith("^") and "-[0-9a-f]{8}" in pattern:

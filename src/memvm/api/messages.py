@@ -1,15 +1,18 @@
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from memvm.agents import service as agents
 from memvm.api.deps import AgentId, TransactionDep
+from memvm.api.schemas import LettaMessage
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages import service
+from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import LettaResponse, SendRequest
 from memvm.runtime.send import send
 
@@ -22,16 +25,18 @@ async def send_message(agent_id: AgentId, body: SendRequest, request: Request) -
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
     if body.stream_tokens and not body.streaming:
         raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
-    return await _respond(request, agent_id, body)
+    events, ready = await _start(request, agent_id, body)
+    return _stream(events, ready, body) if body.streaming else await _collect(events)
 
 
 @router.post("/v1/agents/{agent_id}/messages/stream")
 async def stream_message(agent_id: AgentId, body: SendRequest, request: Request) -> StreamingResponse:
     """Send messages and stream the turn as Server-Sent Events (one event per stored message)."""
-    return await _respond(request, agent_id, body.model_copy(update={"streaming": True}))
+    events, ready = await _start(request, agent_id, body)
+    return _stream(events, ready, body)
 
 
-@router.get("/v1/agents/{agent_id}/messages")
+@router.get("/v1/agents/{agent_id}/messages", response_model=list[LettaMessage])
 async def list_messages(
     agent_id: AgentId,
     tx: TransactionDep,
@@ -43,24 +48,38 @@ async def list_messages(
 ) -> list[dict[str, Any]]:
     """The agent's conversation history, one chronological page at a time."""
     async with tx() as session:
-        return await service.list_messages(session, agent_id, limit=limit, order=order, before=before, after=after,
-                                           types=include_return_message_types)
+        agent = await agents.get_agent(session, agent_id)
+        return await service.list_messages(
+            session, agent, limit=limit, order=order, before=before, after=after, types=include_return_message_types
+        )
 
 
-@router.get("/v1/messages/{message_id}")
+@router.get("/v1/messages/{message_id}", response_model=list[LettaMessage])
 async def retrieve_message(
     message_id: Annotated[str, Path(pattern=id_pattern("message"))], tx: TransactionDep
 ) -> list[dict[str, Any]]:
     """One stored message, as the Letta messages it expands to."""
     async with tx() as session:
-        return await service.get_message(session, message_id)
+        message = await service.get_message(session, message_id)
+        agent = await agents.get_agent(session, message.agent_id)
+    return to_letta(message, agent_type=agent.agent_type)
 
 
-async def _respond(request: Request, agent_id: str, body: SendRequest) -> Any:
+Events = AsyncGenerator[dict[str, Any], None]
+
+
+async def _start(request: Request, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
+    """The turn's events and its first one (a ping): an unknown or busy agent raises before the
+    ping, as a plain HTTP error."""
     events = send(request.app.state.runtime, agent_id, body)
-    ready = await anext(events)  # unknown or busy agent raises here, as a plain HTTP error
-    if body.streaming:
-        return StreamingResponse(_sse(ready if body.include_pings else None, events), media_type="text/event-stream")
+    return events, await anext(events)
+
+
+def _stream(events: Events, ready: dict[str, Any], body: SendRequest) -> StreamingResponse:
+    return StreamingResponse(_sse(ready if body.include_pings else None, events), media_type="text/event-stream")
+
+
+async def _collect(events: Events) -> LettaResponse:
     async with aclosing(events):
         collected = [event async for event in events]
     return LettaResponse(
@@ -70,7 +89,7 @@ async def _respond(request: Request, agent_id: str, body: SendRequest) -> Any:
     )
 
 
-async def _sse(first: dict[str, Any] | None, events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
+async def _sse(first: dict[str, Any] | None, events: Events) -> AsyncIterator[str]:
     async with aclosing(events):
         if first is not None:
             yield _data(first)

@@ -1,8 +1,9 @@
-from typing import Any, Literal
+from typing import Literal
 
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
+from memvm.api.schemas import MessageSearchResult, RankedMessageSearchResult, StoredMessage
 from memvm.runtime.recall import search_history
 from memvm.search.conversation import MessageHit
 
@@ -21,36 +22,68 @@ class MessageSearch(BaseModel):
     end_date: str | None = None
 
 
-@router.post("/v1/messages/search")
-async def search_messages(body: MessageSearch, request: Request) -> list[dict[str, Any]]:
+@router.post("/v1/messages/search", response_model=list[MessageSearchResult])
+async def search_messages(body: MessageSearch, request: Request) -> list[MessageSearchResult]:
     """Search stored messages (hybrid full text + meaning by default); best match first. Tool
     results are left out: the SDK's result types are system, user and assistant messages."""
     hits = await _search(request, body if body.roles else body.model_copy(update={"roles": ["user", "assistant", "system"]}))
     return [_listed(hit) for hit in hits]
 
 
-@router.post("/v1/agents/messages/search")
-async def search_messages_ranked(body: MessageSearch, request: Request) -> list[dict[str, Any]]:
+@router.post("/v1/agents/messages/search", response_model=list[RankedMessageSearchResult])
+async def search_messages_ranked(body: MessageSearch, request: Request) -> list[RankedMessageSearchResult]:
     """Search stored messages with their ranks: fts_rank, vector_rank and the fused rrf_score."""
     hits = await _search(request, body)
-    return [{"embedded_text": hit.message.content, "message": _raw(hit), "fts_rank": hit.score.fts_rank,
-             "vector_rank": hit.score.vector_rank, "rrf_score": hit.score.rrf_score} for hit in hits]
+    return [
+        RankedMessageSearchResult(
+            embedded_text=hit.message.content,
+            message=_stored(hit),
+            fts_rank=hit.score.fts_rank,
+            vector_rank=hit.score.vector_rank,
+            rrf_score=hit.score.rrf_score,
+        )
+        for hit in hits
+    ]
 
 
 async def _search(request: Request, body: MessageSearch) -> list[MessageHit]:
-    return await search_history(request.app.state.runtime, query=body.query, agent_id=body.agent_id, mode=body.search_mode,
-                                roles=list(body.roles), start_date=body.start_date, end_date=body.end_date, limit=body.limit)
+    return await search_history(
+        request.app.state.runtime,
+        query=body.query,
+        agent_id=body.agent_id,
+        mode=body.search_mode,
+        roles=list(body.roles),
+        start_date=body.start_date,
+        end_date=body.end_date,
+        limit=body.limit,
+    )
 
 
-def _listed(hit: MessageHit) -> dict[str, Any]:
+_MESSAGE_TYPE_OF_ROLE = {"user": "user_message", "assistant": "assistant_message", "system": "system_message"}
+
+
+def _listed(hit: MessageHit) -> MessageSearchResult:
     message = hit.message
-    message_type = {"user": "user_message", "assistant": "assistant_message", "system": "system_message"}.get(message.role, "tool_return_message")
-    return {"message_type": message_type, "message_id": message.id, "agent_id": message.agent_id, "conversation_id": None,
-            "created_at": message.created_at.isoformat(), "content": message.content or ""}
+    return MessageSearchResult(
+        message_type=_MESSAGE_TYPE_OF_ROLE.get(message.role, "tool_return_message"),
+        message_id=message.id,
+        agent_id=message.agent_id,
+        conversation_id=None,
+        created_at=message.created_at.isoformat(),
+        content=message.content or "",
+    )
 
 
-def _raw(hit: MessageHit) -> dict[str, Any]:
+def _stored(hit: MessageHit) -> StoredMessage:
     message = hit.message
-    return {"id": message.id, "agent_id": message.agent_id, "role": message.role, "content": message.content,
-            "tool_call_id": message.tool_call_id, "name": message.tool_name, "created_at": message.created_at.isoformat(),
-            "run_id": message.run_id, "step_id": message.step_id}
+    return StoredMessage(
+        id=message.id,
+        agent_id=message.agent_id,
+        role=message.role,
+        content=message.content,
+        tool_call_id=message.tool_call_id,
+        name=message.tool_name,
+        created_at=message.created_at.isoformat(),
+        run_id=message.run_id,
+        step_id=message.step_id,
+    )

@@ -15,7 +15,9 @@ ToolId = Annotated[str, Path(pattern=id_pattern("tool"), description="tool-<uuid
 
 
 @router.get("/v1/tools/", response_model=list[ToolRead])
-async def list_tools(tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))], name: str | None = None) -> list[ToolRead]:
+async def list_tools(
+    tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))], name: str | None = None
+) -> list[ToolRead]:
     """Tools this server provides."""
     async with tx() as session:
         return [ToolRead.of(tool) for tool in await service.list_tools(session, page, name=name)]
@@ -29,7 +31,9 @@ async def retrieve_tool(tool_id: ToolId, tx: TransactionDep) -> ToolRead:
 
 
 @router.get("/v1/agents/{agent_id}/tools", response_model=list[ToolRead])
-async def list_agent_tools(agent_id: AgentId, tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))]) -> list[ToolRead]:
+async def list_agent_tools(
+    agent_id: AgentId, tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))]
+) -> list[ToolRead]:
     """The tools attached to an agent, in the order they were attached."""
     async with tx() as session:
         await agents.get_agent(session, agent_id)

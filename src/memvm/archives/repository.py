@@ -8,6 +8,7 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.dml import rows_affected
 from memvm.orm import Agent, AgentArchive, Archive, Passage
 
 
@@ -20,7 +21,7 @@ class SearchScope:
     archive_ids: list[str]
 
 
-def archives_query(*, name: str | None, agent_id: str | None) -> Select:
+def archives_query(*, name: str | None, agent_id: str | None) -> Select[Archive]:
     query = select(Archive)
     if name is not None:
         query = query.where(Archive.name == name)
@@ -60,13 +61,12 @@ async def link(session: AsyncSession, agent_id: str, archive_id: str) -> AgentAr
 
 
 async def unlink(session: AsyncSession, agent_id: str, archive_id: str) -> int:
-    result = await session.execute(
-        delete(AgentArchive).where(AgentArchive.agent_id == agent_id, AgentArchive.archive_id == archive_id)
+    return await rows_affected(
+        session, delete(AgentArchive).where(AgentArchive.agent_id == agent_id, AgentArchive.archive_id == archive_id)
     )
-    return result.rowcount
 
 
-def agent_archive_ids(agent_id: str) -> Select:
+def agent_archive_ids(agent_id: str) -> Select[str]:
     return select(AgentArchive.archive_id).where(AgentArchive.agent_id == agent_id)
 
 
@@ -96,17 +96,5 @@ async def agent_passages(
     return list(await session.scalars(query.order_by(*order).limit(limit)))
 
 
-async def stats(session: AsyncSession, agent_id: str) -> tuple[int, tuple[str, ...]]:
-    """Passage count and distinct tags over the agent's archives (for <memory_metadata>)."""
-    ids = agent_archive_ids(agent_id)
-    count = await session.scalar(select(func.count()).select_from(Passage).where(Passage.archive_id.in_(ids))) or 0
-    if count == 0:
-        return 0, ()
-    all_tags = select(func.unnest(Passage.tags).label("tag")).where(Passage.archive_id.in_(ids)).subquery()
-    tags = await session.scalars(select(all_tags.c.tag).distinct().order_by(all_tags.c.tag).limit(100))
-    return count, tuple(tags)
-
-
 async def delete_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> int:
-    result = await session.execute(delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)))
-    return result.rowcount
+    return await rows_affected(session, delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)))

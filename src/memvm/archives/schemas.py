@@ -50,8 +50,13 @@ class SearchFilters(BaseModel):
 
 def embedding_config(model: str, dim: int) -> dict[str, Any]:
     provider, name = model.split("/", 1)
-    return {"embedding_model": name, "embedding_dim": dim, "embedding_endpoint_type": provider, "handle": model,
-            "embedding_chunk_size": MAX_PASSAGE_CHARS}
+    return {
+        "embedding_model": name,
+        "embedding_dim": dim,
+        "embedding_endpoint_type": provider,
+        "handle": model,
+        "embedding_chunk_size": MAX_PASSAGE_CHARS,
+    }
 
 
 class ArchiveRead(BaseModel):
@@ -66,9 +71,15 @@ class ArchiveRead(BaseModel):
 
     @classmethod
     def of(cls, archive: Any) -> "ArchiveRead":
-        return cls(id=archive.id, name=archive.name, description=archive.description,
-                   embedding_config=embedding_config(archive.embedding_model, archive.embedding_dim),
-                   metadata=archive.metadata_, created_at=archive.created_at, updated_at=archive.updated_at)
+        return cls(
+            id=archive.id,
+            name=archive.name,
+            description=archive.description,
+            embedding_config=embedding_config(archive.embedding_model, archive.embedding_dim),
+            metadata=archive.metadata_,
+            created_at=archive.created_at,
+            updated_at=archive.updated_at,
+        )
 
 
 class PassageRead(BaseModel):
@@ -85,6 +96,13 @@ class PassageRead(BaseModel):
 
     @classmethod
     def of(cls, passage: Any) -> "PassageRead":
-        return cls(id=passage.id, text=passage.text, archive_id=passage.archive_id, tags=passage.tags,
-                   metadata=passage.metadata_, embedding_config=embedding_config(passage.embedding_model, passage.embedding_dim),
-                   created_at=passage.created_at, created_by_id=passage.writer_id)
+        return cls(
+            id=passage.id,
+            text=passage.text,
+            archive_id=passage.archive_id,
+            tags=passage.tags,
+            metadata=passage.metadata_,
+            embedding_config=embedding_config(passage.embedding_model, passage.embedding_dim),
+            created_at=passage.created_at,
+            created_by_id=passage.writer_id,
+        )

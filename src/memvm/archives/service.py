@@ -1,35 +1,34 @@
-"""Archives and passages. Vectors are computed by the caller before the transaction opens (an
+"""Archives and passages. Operations on an agent's archives take the agent (or its id) from a caller
+that has already looked it up. Vectors are computed by the caller before the transaction opens (an
 embedding call never holds a transaction); every write recompiles the prompts of the agents
 that read the archive, so their <memory_metadata> counts stay true."""
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
-from memvm.agents import service as agents
-from memvm.agents.compile import recompile_agents
 from memvm.archives import repository
+from memvm.archives.repository import SearchScope
 from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate
 from memvm.db.pagination import PageRequest, fetch_page
+from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import Conflict, NotFound
 from memvm.ids import new_id
 from memvm.orm import Agent, AgentArchive, Archive, Passage
-
-
-@dataclass(frozen=True)
-class EmbeddingModel:
-    """The model an archive's vectors come from (an Embedder's `model` and `dim`)."""
-
-    model: str
-    dim: int
+from memvm.prompts.service import recompile_agents
 
 
 async def create_archive(session: AsyncSession, data: ArchiveCreate, model: EmbeddingModel) -> Archive:
-    archive = Archive(id=new_id("archive"), name=data.name, description=data.description,
-                      embedding_model=model.model, embedding_dim=model.dim, metadata_=data.metadata)
+    archive = Archive(
+        id=new_id("archive"),
+        name=data.name,
+        description=data.description,
+        embedding_model=model.model,
+        embedding_dim=model.dim,
+        metadata_=data.metadata,
+    )
     session.add(archive)
     await session.flush()
     return archive
@@ -63,34 +62,43 @@ async def delete_archive(session: AsyncSession, archive_id: str) -> None:
 
 
 async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
-    await agents.get_agent(session, agent_id)
+    """The archives an agent reads, in the order they were attached."""
     return await repository.archives_of(session, agent_id)
 
 
-async def attach_archive(session: AsyncSession, agent_id: str, archive_id: str, agent_model: EmbeddingModel) -> None:
-    """Share an archive with an agent. Its vectors must come from the agent's embedding model:
-    search compares like with like, so mixing models is refused."""
-    agent = await agents.get_agent(session, agent_id, lock=True)
+async def all_archives(session: AsyncSession) -> list[Archive]:
+    return await repository.all_archives(session)
+
+
+async def search_scope(session: AsyncSession, agent_id: str) -> SearchScope | None:
+    """In one round trip: what searching this agent's archives needs (None: no such agent)."""
+    return await repository.search_scope(session, agent_id)
+
+
+async def attach_archive(session: AsyncSession, agent: Agent, archive_id: str, agent_model: EmbeddingModel) -> None:
+    """Share an archive with an agent (locked by the caller). Its vectors must come from the agent's
+    embedding model: search compares like with like, so mixing models is refused."""
     archive = await get_archive(session, archive_id)
     if archive.embedding_model != agent_model.model:
         raise Conflict(
-            f"Archive {archive_id!r} holds vectors of {archive.embedding_model!r} but agent {agent_id!r} embeds with "
-            f"{agent_model.model!r}. Attach archives of the same model, or create the agent with embedding={archive.embedding_model!r}."
+            f"Archive {archive_id!r} holds vectors of {archive.embedding_model!r} but agent {agent.id!r} embeds with "
+            f"{agent_model.model!r}. Attach archives of the same model, "
+            f"or create the agent with embedding={archive.embedding_model!r}."
         )
-    if await repository.link(session, agent_id, archive_id) is None:
+    if await repository.link(session, agent.id, archive_id) is None:
         session.add(AgentArchive(agent_id=agent.id, archive_id=archive_id))
         await session.flush()
-        await recompile_agents(session, [agent_id])
+        await recompile_agents(session, [agent.id])
 
 
-async def detach_archive(session: AsyncSession, agent_id: str, archive_id: str) -> None:
-    agent = await agents.get_agent(session, agent_id, lock=True)
-    if await repository.unlink(session, agent_id, archive_id) == 0:
-        raise NotFound(f"Archive {archive_id!r} is not attached to agent {agent_id!r}.")
+async def detach_archive(session: AsyncSession, agent: Agent, archive_id: str) -> None:
+    """Stop an agent (locked by the caller) reading an archive; the archive and its passages remain."""
+    if await repository.unlink(session, agent.id, archive_id) == 0:
+        raise NotFound(f"Archive {archive_id!r} is not attached to agent {agent.id!r}.")
     if agent.default_archive_id == archive_id:
         agent.default_archive_id = None
     await session.flush()
-    await recompile_agents(session, [agent_id])
+    await recompile_agents(session, [agent.id])
 
 
 async def write_archive(session: AsyncSession, agent: Agent, model: EmbeddingModel) -> Archive:
@@ -116,10 +124,21 @@ async def insert_passages(
     if model.model != archive.embedding_model:
         raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
     passages = [
-        Passage(id=new_id("passage"), archive_id=archive.id, text=item.text, embedding=vector, embedding_model=model.model,
-                embedding_dim=model.dim, tags=sorted(set(item.tags)), metadata_=item.metadata, writer_type=writer.type,
-                writer_id=writer.id, step_id=writer.step_id, source_message_id=source_message_id,
-                **({"created_at": item.created_at} if item.created_at else {}))
+        Passage(
+            id=new_id("passage"),
+            archive_id=archive.id,
+            text=item.text,
+            embedding=vector,
+            embedding_model=model.model,
+            embedding_dim=model.dim,
+            tags=sorted(set(item.tags)),
+            metadata_=item.metadata,
+            writer_type=writer.type,
+            writer_id=writer.id,
+            step_id=writer.step_id,
+            source_message_id=source_message_id,
+            **({"created_at": item.created_at} if item.created_at else {}),
+        )
         for item, vector in items
     ]
     session.add_all(passages)
@@ -130,7 +149,6 @@ async def insert_passages(
 
 async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id: str) -> None:
     """Delete a passage, but only one in an archive this agent reads."""
-    await agents.get_agent(session, agent_id)
     passage = await repository.passage_of_agent(session, agent_id, passage_id)
     if passage is None:
         raise NotFound(f"Passage {passage_id!r} is not in any archive of agent {agent_id!r}.")
@@ -144,10 +162,16 @@ async def delete_archive_passages(session: AsyncSession, archive_id: str, passag
 
 
 async def list_agent_passages(
-    session: AsyncSession, agent_id: str, *, search: str | None, after: str | None, before: str | None, limit: int, ascending: bool
+    session: AsyncSession,
+    agent_id: str,
+    *,
+    search: str | None,
+    after: str | None,
+    before: str | None,
+    limit: int,
+    ascending: bool,
 ) -> list[Passage]:
     """Passages of every archive the agent reads; `after`/`before` are passage ids bounding the range in time."""
-    await agents.get_agent(session, agent_id)
     bounds = {name: await _created_at(session, value) for name, value in (("after", after), ("before", before))}
     return await repository.agent_passages(session, agent_id, search=search, limit=limit, ascending=ascending, **bounds)
 

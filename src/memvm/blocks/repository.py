@@ -1,6 +1,7 @@
 """All block SQL."""
 
 from collections.abc import Sequence
+
 from sqlalchemy import Select, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -15,11 +16,6 @@ async def get(session: AsyncSession, block_id: str, *, lock: bool = False) -> Bl
     return await session.scalar(query)
 
 
-async def get_by_ids(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
-    rows = await session.scalars(select(Block).where(Block.id.in_(block_ids)))
-    return list(rows)
-
-
 async def attached_agent_ids(session: AsyncSession, block_id: str) -> list[str]:
     rows = await session.scalars(select(AgentBlock.agent_id).where(AgentBlock.block_id == block_id))
     return list(rows)
@@ -30,9 +26,7 @@ async def agents_with_label(session: AsyncSession, agent_ids: Sequence[str], lab
     return list(await session.scalars(query))
 
 
-def list_query(
-    *, label: str | None, tags: Sequence[str], match_all_tags: bool, value_search: str | None
-) -> Select[tuple[Block]]:
+def list_query(*, label: str | None, tags: Sequence[str], match_all_tags: bool, value_search: str | None) -> Select[Block]:
     query = select(Block)
     if label is not None:
         query = query.where(Block.label == label)
@@ -41,7 +35,6 @@ def list_query(
     if value_search:
         query = query.where(Block.value.icontains(value_search, autoescape=True))
     return query
-
 
 
 def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor) -> None:

@@ -11,7 +11,6 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import API_ACTOR, Actor
-from memvm.agents.compile import recompile_agents
 from memvm.blocks import repository
 from memvm.blocks.schemas import BlockCreate, BlockUpdate
 from memvm.db.conflicts import flush_or_conflict
@@ -20,6 +19,7 @@ from memvm.errors import Conflict, NotFound, PreconditionFailed
 from memvm.ids import new_id
 from memvm.memory import rules
 from memvm.orm import Block
+from memvm.prompts.service import recompile_agents
 
 # Changing any of these changes what the agent sees in its prompt.
 PROMPT_FIELDS = frozenset({"label", "value", "char_limit", "description", "read_only"})
@@ -115,6 +115,11 @@ async def apply_changes(session: AsyncSession, block: Block, requested: dict[str
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)
     return block
+
+
+async def agents_showing(session: AsyncSession, block_id: str) -> list[str]:
+    """Ids of the agents the block is attached to."""
+    return await repository.attached_agent_ids(session, block_id)
 
 
 async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor = API_ACTOR) -> None:

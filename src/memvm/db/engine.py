@@ -1,11 +1,12 @@
 """Engine and session factory, built from Settings by the app lifespan or the CLI."""
 
 import time
+from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
-from sqlalchemy.pool import NullPool
+from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
 from memvm.config import Settings
 
@@ -38,11 +39,11 @@ def ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
     makes the pool replace the connection (DisconnectionError)."""
 
     @event.listens_for(engine.sync_engine, "checkin")
-    def remember_idle_since(dbapi_connection, record) -> None:
+    def remember_idle_since(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
         record.info["idle_since"] = time.monotonic()
 
     @event.listens_for(engine.sync_engine, "checkout")
-    def ping_if_idle(dbapi_connection, record, proxy) -> None:
+    def ping_if_idle(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection) -> None:
         idle_since = record.info.get("idle_since")
         if idle_since is None or time.monotonic() - idle_since < idle_seconds:
             return  # new, or used a moment ago

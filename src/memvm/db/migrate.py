@@ -37,6 +37,8 @@ def alembic_config() -> Config:
 def _plan(connection: Connection) -> MigrationPlan:
     current = MigrationContext.configure(connection).get_current_revision()
     target = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if target is None:
+        raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}; the source tree is incomplete")
     return MigrationPlan(current=current, target=target)
 
 

@@ -17,7 +17,7 @@ class PageRequest:
     after: str | None = None  # items that come after this id in the listing order
 
 
-async def fetch_page(session: AsyncSession, query: Select, model: Any, page: PageRequest) -> list[Any]:
+async def fetch_page(session: AsyncSession, query: Select[Any], model: Any, page: PageRequest) -> list[Any]:
     """Run `query` (selecting `model`) restricted to one page; rows come back in listing order."""
     key = tuple_(model.created_at, model.id)
     ascending = page.order == "asc"

@@ -123,7 +123,8 @@ class LocalMiniLM:
             raise TypeError("embed() takes a sequence of texts, not one str")
         if not texts:
             return []
-        return (await asyncio.to_thread(self.embed_sync, list(texts))).tolist()
+        vectors: list[list[float]] = (await asyncio.to_thread(self.embed_sync, list(texts))).tolist()
+        return vectors
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), 384) float32, unit rows. Blocking."""
@@ -156,7 +157,8 @@ class LocalMiniLM:
         )
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        normalized: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        return normalized
 
 
 _shared: LocalMiniLM | None = None

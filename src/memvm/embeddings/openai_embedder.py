@@ -11,7 +11,7 @@ import openai
 
 from memvm.embeddings.ports import EmbeddingDimensionMismatch
 from memvm.errors import LLMError, LLMRejected
-from memvm.llm.openai_chat import ProviderCalls, RetryPolicy, Sleep
+from memvm.provider import ProviderCalls, RetryPolicy, Sleep
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -82,4 +82,5 @@ class OpenAIEmbedder:
                 f"set the embedding dimension (MEMVM_EMBEDDING_DIM) to the model's size."
             )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return (matrix / np.maximum(norms, 1e-12)).tolist()
+        vectors: list[list[float]] = (matrix / np.maximum(norms, 1e-12)).tolist()
+        return vectors

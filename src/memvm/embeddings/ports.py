@@ -2,6 +2,7 @@
 openai_embedder.py (any OpenAI-compatible /v1/embeddings endpoint)."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from memvm.errors import LLMError
@@ -14,6 +15,18 @@ class Embedder(Protocol):
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One L2-normalised vector of `dim` floats per text, in order; [] for no texts."""
+
+
+@dataclass(frozen=True)
+class EmbeddingModel:
+    """Which model a set of vectors comes from: an archive's, an agent's, or a passage's."""
+
+    model: str
+    dim: int
+
+    @classmethod
+    def of(cls, embedder: Embedder) -> "EmbeddingModel":
+        return cls(embedder.model, embedder.dim)
 
 
 class EmbeddingModelError(RuntimeError):

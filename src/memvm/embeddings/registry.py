@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import httpx
 import openai
@@ -14,7 +13,7 @@ from memvm.embeddings.local import shared_local_embedder
 from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
 from memvm.embeddings.ports import Embedder
 from memvm.errors import InvalidInput
-from memvm.llm.openai_chat import PLACEHOLDER_API_KEY, RetryPolicy, Sleep
+from memvm.provider import RetryPolicy, Sleep, build_client
 
 DEFAULT_EMBEDDING_HANDLE = LOCAL_MODEL_ID
 
@@ -35,7 +34,7 @@ class EmbedderRegistry:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self._base_url = base_url
-        self._api_key = api_key or PLACEHOLDER_API_KEY
+        self._api_key = api_key
         self._dim = dim
         self._batch_size = batch_size
         self._retry = retry
@@ -66,9 +65,7 @@ class EmbedderRegistry:
                 f"e.g. {DEFAULT_EMBEDDING_HANDLE!r} or 'openai/text-embedding-3-small'"
             )
         if provider.lower() == "local":
-            raise InvalidInput(
-                f"Unknown local embedding model {handle!r}; the only one is {DEFAULT_EMBEDDING_HANDLE!r}"
-            )
+            raise InvalidInput(f"Unknown local embedding model {handle!r}; the only one is {DEFAULT_EMBEDDING_HANDLE!r}")
         embedder = self._remote.get(handle)
         if embedder is None:
             embedder = self._remote[handle] = self._build(handle, model)
@@ -93,13 +90,7 @@ class EmbedderRegistry:
 
     def _openai_client(self) -> openai.AsyncOpenAI:
         if self._client is None:
-            # Same options as ChatModelFactory: SDK retries off (ours apply), the policy's timeout.
-            options: dict[str, Any] = {"api_key": self._api_key, "max_retries": 0, "timeout": self._retry.timeout}
-            if self._base_url is not None:
-                options["base_url"] = self._base_url
-            if self._http_client is not None:
-                options["http_client"] = self._http_client
-            self._client = openai.AsyncOpenAI(**options)
+            self._client = build_client(self._base_url, self._api_key, self._retry, http_client=self._http_client)
         return self._client
 
     async def aclose(self) -> None:

@@ -1,24 +1,19 @@
 """ChatModel over any OpenAI-compatible server (OpenAI, Ollama, vLLM, llama.cpp, …).
 
-The only module in memvm that imports `openai`: it maps memvm.llm.types to the wire format and
-back, retries transient failures with a bounded budget, and turns SDK exceptions into
-memvm.errors.LLMError subclasses.
+It maps memvm.llm.types to the wire format and back; memvm.provider builds the client, retries
+transient failures with a bounded budget, and turns SDK exceptions into memvm.errors.LLMError
+subclasses.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import math
-import random
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 
-from memvm.errors import ContextWindowExceeded, LLMError, LLMRejected, LLMTimeout, LLMUnavailable
 from memvm.llm.types import (
     ChatMessage,
     Completion,
@@ -29,27 +24,7 @@ from memvm.llm.types import (
     ToolSpec,
     Usage,
 )
-
-Sleep = Callable[[float], Awaitable[Any]]
-
-# Local servers accept any key, but the SDK refuses to start without one.
-PLACEHOLDER_API_KEY = "not-needed"
-
-# How providers say "prompt too long": OpenAI's code, OpenAI/vLLM's message, llama.cpp's message.
-_CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "exceeds the available context size")
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    attempts: int = 3  # total tries for retryable failures
-    base_delay: float = 0.5  # exponential backoff with full jitter, capped
-    max_delay: float = 8.0
-    timeout: float = 60.0  # per-request timeout (seconds)
-
-    def backoff(self, failures: int) -> float:
-        """Delay before the next try after `failures` failed tries (full jitter)."""
-        return random.uniform(0.0, min(self.max_delay, self.base_delay * 2 ** (failures - 1)))
-
+from memvm.provider import PLACEHOLDER_API_KEY, ProviderCalls, RetryPolicy, Sleep, build_client
 
 # ---------------------------------------------------------------- request mapping
 
@@ -58,8 +33,7 @@ def _message_dict(message: ChatMessage) -> dict[str, Any]:
     out: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         out["tool_calls"] = [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in message.tool_calls
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in message.tool_calls
         ]
     if message.role == "tool":
         out["tool_call_id"] = message.tool_call_id
@@ -171,9 +145,10 @@ class _StreamAssembler:
             self.reasoning.append(piece)
         for call_delta in delta.tool_calls or ():
             self._add_call(call_delta)
-        if delta.content:
-            self.text.append(delta.content)
-            return delta.content
+        piece = delta.content
+        if isinstance(piece, str) and piece:
+            self.text.append(piece)
+            return piece
         return None
 
     def _add_call(self, call_delta: Any) -> None:
@@ -196,10 +171,7 @@ class _StreamAssembler:
         return max(self.calls, default=0)
 
     def result(self) -> Completion:
-        calls = tuple(
-            ToolCall(id=c.id, name=c.name, arguments="".join(c.arguments))
-            for _, c in sorted(self.calls.items())
-        )
+        calls = tuple(ToolCall(id=c.id, name=c.name, arguments="".join(c.arguments)) for _, c in sorted(self.calls.items()))
         return Completion(
             content="".join(self.text) if self.text else None,
             tool_calls=calls,
@@ -209,119 +181,10 @@ class _StreamAssembler:
         )
 
 
-# ---------------------------------------------------------------- errors
-
-
-def _provider_message(exc: openai.APIError) -> str:
-    body = exc.body
-    if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
-    return exc.message
-
-
-def _is_context_overflow(exc: openai.APIStatusError) -> bool:
-    text = f"{exc.code or ''} {_provider_message(exc)}".lower()
-    return any(marker in text for marker in _CONTEXT_MARKERS)
-
-
-def _retryable(exc: Exception) -> bool:
-    # InternalServerError is every 5xx; APITimeoutError is an APIConnectionError.
-    return isinstance(exc, (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError))
-
-
-def _seconds(text: str | None, scale: float = 1.0) -> float | None:
-    try:
-        value = float(text) * scale  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, value) if math.isfinite(value) else None
-
-
-def _retry_after(exc: Exception) -> float | None:
-    """Seconds the server asked us to wait (retry-after-ms, Retry-After seconds or date), if it said."""
-    response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    headers = response.headers
-    if (ms := _seconds(headers.get("retry-after-ms"), 0.001)) is not None:
-        return ms
-    value = headers.get("retry-after")
-    if value is None:
-        return None
-    if (seconds := _seconds(value)) is not None:
-        return seconds
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-# ---------------------------------------------------------------- the model
-
-
-class ProviderCalls:
-    """Calls to one OpenAI-compatible server: shared by the chat model and the embedder."""
-
-    def __init__(self, client: openai.AsyncOpenAI, *, retry: RetryPolicy = RetryPolicy(), sleep: Sleep = asyncio.sleep) -> None:
-        self._client = client
-        self._retry = retry
-        self._sleep = sleep
-
-    @property
-    def endpoint(self) -> str:
-        return str(self._client.base_url).rstrip("/")
-
-    async def run(self, model: str, call: Callable[[], Awaitable[Any]]) -> Any:
-        """`call()` with bounded retries of timeouts, connection errors, 5xx and 429; SDK errors
-        come out as LLMError subclasses that name the model and endpoint."""
-        policy = self._retry
-        attempts = max(1, policy.attempts)
-        for attempt in range(1, attempts + 1):
-            try:
-                return await call()
-            except openai.APIError as exc:
-                if not _retryable(exc) or attempt == attempts:
-                    raise self.error(model, exc, attempts=attempt) from exc
-                await self._sleep(self._delay(exc, attempt))
-        raise AssertionError("unreachable")
-
-    def _delay(self, exc: Exception, failures: int) -> float:
-        asked = _retry_after(exc)
-        if asked is not None:
-            return min(asked, self._retry.max_delay)
-        return self._retry.backoff(failures)
-
-    def error(self, model: str, exc: openai.APIError, *, attempts: int, mid_stream: bool = False) -> LLMError:
-        where = f"model {model!r} at {self.endpoint}"
-        tries = f" after {attempts} attempts" if attempts > 1 else ""
-        during = " while streaming the response" if mid_stream else ""
-        detail = _provider_message(exc)
-        if isinstance(exc, openai.APITimeoutError):
-            return LLMTimeout(f"LLM request to {where} timed out{during}{tries} (timeout {self._retry.timeout:g}s)")
-        if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if _is_context_overflow(exc):
-                return ContextWindowExceeded(f"The prompt is too long for {where}: {detail}")
-            if _retryable(exc):
-                return LLMUnavailable(f"LLM {where} is unavailable (HTTP {status}){tries}: {detail}")
-            return LLMRejected(f"LLM {where} rejected the request (HTTP {status}): {detail}")
-        if isinstance(exc, openai.APIConnectionError):
-            reason = f"{detail} ({exc.__cause__})" if exc.__cause__ else detail
-            if mid_stream:
-                return LLMUnavailable(f"Lost the connection to LLM {where}{during}: {reason}")
-            return LLMUnavailable(f"Could not reach LLM {where}{tries}: {reason}")
-        # A bare APIError: the server sent an error event inside the stream.
-        return LLMUnavailable(f"LLM {where} failed{during}{tries}: {detail}")
-
-
-
 class OpenAIChatModel:
     """memvm.llm.ports.ChatModel over one openai.AsyncOpenAI client."""
 
-    def __init__(
-        self, client: openai.AsyncOpenAI, *, retry: RetryPolicy = RetryPolicy(), sleep: Sleep = asyncio.sleep
-    ) -> None:
+    def __init__(self, client: openai.AsyncOpenAI, *, retry: RetryPolicy = RetryPolicy(), sleep: Sleep = asyncio.sleep) -> None:
         self._client = client
         self._calls = ProviderCalls(client, retry=retry, sleep=sleep)
 
@@ -368,6 +231,7 @@ class OpenAIChatModel:
             await stream.close()
         yield assembler.result()
 
+
 class ChatModelFactory:
     """Builds and caches one AsyncOpenAI client per (base_url, api_key); closes them all in aclose()."""
 
@@ -391,14 +255,8 @@ class ChatModelFactory:
         key = (base_url, api_key)
         client = self._clients.get(key)
         if client is None:
-            client = self._clients[key] = self._build(base_url, api_key)
+            client = self._clients[key] = build_client(base_url, api_key, self._retry)
         return OpenAIChatModel(client, retry=self._retry, sleep=self._sleep)
-
-    def _build(self, base_url: str | None, api_key: str) -> openai.AsyncOpenAI:
-        options: dict[str, Any] = {"api_key": api_key, "max_retries": 0, "timeout": self._retry.timeout}
-        if base_url is not None:  # else the SDK's own default (OPENAI_BASE_URL or api.openai.com)
-            options["base_url"] = base_url
-        return openai.AsyncOpenAI(**options)
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -130,8 +130,7 @@ def replace_unique(label: str, value: str, old: str, new: str) -> str:
     starts = _occurrences(value, old)
     if not starts:
         raise MemoryEditError(
-            f"No replacement was performed, old_string `{old}` did not appear verbatim in memory block "
-            f"with label `{label}`."
+            f"No replacement was performed, old_string `{old}` did not appear verbatim in memory block with label `{label}`."
         )
     if len(starts) > 1:
         lines = sorted({value.count("\n", 0, start) + 1 for start in starts})
@@ -152,9 +151,7 @@ def _occurrences(text: str, needle: str) -> list[int]:
     return starts
 
 
-def insert_lines(
-    label: str, value: str, text: str, insert_line: int | None = None, *, field: str = "new_string"
-) -> str:
+def insert_lines(label: str, value: str, text: str, insert_line: int | None = None, *, field: str = "new_string") -> str:
     """``memory_insert``: put ``text``'s lines after line ``insert_line`` of ``value``.
 
     0 inserts at the top; -1 or None appends at the end. An empty block has 0 lines,
@@ -356,6 +353,8 @@ class _MultiBlockParser:
     def finish(self) -> list[PatchOp]:
         """Emit the operation being collected, then its moves; return every operation so far."""
         first_label = self.moves[0].label if self.moves else self.label
+        if first_label is None:  # no section header yet: nothing is being collected
+            return self.ops
         if self.kind == "add":
             body = _join(self.body).rstrip("\n")
             self.ops.append(PatchOp("add", first_label, body=body, description=self.description))

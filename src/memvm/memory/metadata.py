@@ -37,8 +37,7 @@ def render_memory_metadata(
     ]
     if stats.archival_passages > 0:
         lines.append(
-            f"- {stats.archival_passages} total memories you created are stored in archival memory"
-            " (use tools to access them)"
+            f"- {stats.archival_passages} total memories you created are stored in archival memory (use tools to access them)"
         )
     tags = sorted(set(stats.archival_tags))
     if tags:

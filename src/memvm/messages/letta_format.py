@@ -42,10 +42,16 @@ def _base(message: Message, index: int, message_type: str) -> dict[str, Any]:
 def _assistant(message: Message, *, speaks_via_tool: bool) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
     if message.reasoning:
-        parts.append(_base(message, len(parts), "reasoning_message") | {"reasoning": message.reasoning, "source": "reasoner_model", "signature": None})
+        parts.append(
+            _base(message, len(parts), "reasoning_message")
+            | {"reasoning": message.reasoning, "source": "reasoner_model", "signature": None}
+        )
     if message.content:
         if speaks_via_tool:
-            parts.append(_base(message, len(parts), "reasoning_message") | {"reasoning": message.content, "source": "non_reasoner_model", "signature": None})
+            parts.append(
+                _base(message, len(parts), "reasoning_message")
+                | {"reasoning": message.content, "source": "non_reasoner_model", "signature": None}
+            )
         else:
             parts.append(_base(message, len(parts), "assistant_message") | {"content": message.content})
     for call in message.tool_calls or ():

@@ -2,19 +2,18 @@
 
 from collections.abc import Sequence
 
-from sqlalchemy import Select, func, select, text, update
+from sqlalchemy import func, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.orm import Message, Run
+from memvm.db.dml import rows_affected
+from memvm.orm import Message
 from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 
 
 async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
     """The agent's context window in order: the running summary (if any) first, then by time."""
     query = (
-        select(Message)
-        .where(Message.agent_id == agent_id, Message.in_context)
-        .order_by((Message.kind != "summary"), Message.seq)
+        select(Message).where(Message.agent_id == agent_id, Message.in_context).order_by((Message.kind != "summary"), Message.seq)
     )
     return list(await session.scalars(query))
 
@@ -27,34 +26,14 @@ async def of_run(session: AsyncSession, run_id: str) -> list[Message]:
     return list(await session.scalars(select(Message).where(Message.run_id == run_id).order_by(Message.seq)))
 
 
-def history_query(agent_id: str | None) -> Select:
-    query = select(Message)
-    return query if agent_id is None else query.where(Message.agent_id == agent_id)
-
-
 async def evict(session: AsyncSession, message_ids: Sequence[str]) -> None:
     await session.execute(update(Message).where(Message.id.in_(message_ids)).values(in_context=False))
 
 
 async def evict_all(session: AsyncSession, agent_id: str) -> int:
-    result = await session.execute(
-        update(Message).where(Message.agent_id == agent_id, Message.in_context).values(in_context=False)
+    return await rows_affected(
+        session, update(Message).where(Message.agent_id == agent_id, Message.in_context).values(in_context=False)
     )
-    return result.rowcount
-
-
-async def recall_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
-    """Messages stored but out of the context window, per agent."""
-    query = (
-        select(Message.agent_id, func.count())
-        .where(Message.agent_id.in_(agent_ids), ~Message.in_context)
-        .group_by(Message.agent_id)
-    )
-    return {agent_id: count for agent_id, count in await session.execute(query)}
-
-
-async def get_run(session: AsyncSession, run_id: str) -> Run | None:
-    return await session.get(Run, run_id)
 
 
 async def history_page(
@@ -74,12 +53,12 @@ async def history_page(
 
 async def queue_reembedding(session: AsyncSession, agent_id: str) -> int:
     """Drop the agent's message vectors so the embedding queue recomputes them with its new model."""
-    result = await session.execute(
+    return await rows_affected(
+        session,
         update(Message)
         .where(Message.agent_id == agent_id)
-        .values(embedding=None, embedding_model=None, embedding_dim=None, embed_attempts=0, embed_claimed_at=None)
+        .values(embedding=None, embedding_model=None, embedding_dim=None, embed_attempts=0, embed_claimed_at=None),
     )
-    return result.rowcount
 
 
 async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:

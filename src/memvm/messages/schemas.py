@@ -21,7 +21,9 @@ class MessageCreate(BaseModel):
     role: Literal["user", "system", "assistant"] = "user"
     content: str | list[TextPart]
     name: str | None = None
-    otid: str | None = Field(None, max_length=200, description="Client id of this message; a repeated otid returns the stored result.")
+    otid: str | None = Field(
+        None, max_length=200, description="Client id of this message; a repeated otid returns the stored result."
+    )
     sender_id: str | None = None
 
     @property
@@ -59,8 +61,18 @@ class SendRequest(BaseModel):
 
 
 StopReason = Literal[
-    "end_turn", "max_steps", "tool_rule", "requires_approval", "error", "llm_api_error", "invalid_llm_response",
-    "invalid_tool_call", "no_tool_call", "max_tokens_exceeded", "context_window_overflow_in_system_prompt", "cancelled",
+    "end_turn",
+    "max_steps",
+    "tool_rule",
+    "requires_approval",
+    "error",
+    "llm_api_error",
+    "invalid_llm_response",
+    "invalid_tool_call",
+    "no_tool_call",
+    "max_tokens_exceeded",
+    "context_window_overflow_in_system_prompt",
+    "cancelled",
 ]
 
 

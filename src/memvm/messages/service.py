@@ -1,19 +1,23 @@
-"""Reading conversation history in the Letta message format."""
+"""Conversation history and runs: reading it in the Letta message format, moving messages out of
+the context window, and the run row of each turn. Callers have checked that the agent exists."""
 
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.agents import service as agents
 from memvm.errors import NotFound
+from memvm.ids import new_id
 from memvm.messages import repository
 from memvm.messages.letta_format import to_letta
-from memvm.orm import Agent, Message
+from memvm.orm import Agent, Message, Run
+from memvm.prompts.service import recompile_agents
 
 
 async def list_messages(
     session: AsyncSession,
-    agent_id: str,
+    agent: Agent,
     *,
     limit: int,
     order: Literal["asc", "desc"],
@@ -23,19 +27,69 @@ async def list_messages(
 ) -> list[dict[str, Any]]:
     """A chronological page of the agent's history. `before`/`after` are message ids bounding the
     range in time; `order=desc` (default) takes the newest `limit` messages of that range."""
-    agent = await agents.get_agent(session, agent_id)
-    bounds = {name: await _cursor(session, agent_id, name, value) for name, value in (("before", before), ("after", after))}
-    rows = await repository.history_page(session, agent_id, limit=limit, newest_first=order == "desc", **bounds)
+    bounds = {name: await _cursor(session, agent.id, name, value) for name, value in (("before", before), ("after", after))}
+    rows = await repository.history_page(session, agent.id, limit=limit, newest_first=order == "desc", **bounds)
     letta = [item for row in rows for item in to_letta(row, agent_type=agent.agent_type)]
     return [item for item in letta if types is None or item["message_type"] in types]
 
 
-async def get_message(session: AsyncSession, message_id: str) -> list[dict[str, Any]]:
+async def get_message(session: AsyncSession, message_id: str) -> Message:
     message = await session.get(Message, message_id)
     if message is None:
         raise NotFound(f"Message {message_id!r} not found.")
-    agent = await session.get_one(Agent, message.agent_id)
-    return to_letta(message, agent_type=agent.agent_type)
+    return message
+
+
+async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
+    """The agent's context window in order: the running summary (if any) first, then by time."""
+    return await repository.in_context(session, agent_id)
+
+
+async def replace_with_summary(session: AsyncSession, agent_id: str, evicted: Sequence[Message], summary: str) -> None:
+    """Move `evicted` out of the context window and put one summary message in their place."""
+    await repository.evict(session, [message.id for message in evicted])
+    session.add(Message(id=new_id("message"), agent_id=agent_id, role="user", kind="summary", content=summary, in_context=True))
+    await session.flush()
+    await recompile_agents(session, [agent_id])  # the recall count in <memory_metadata> changed
+
+
+async def reset_context(session: AsyncSession, agent_id: str) -> None:
+    """Empty the context window; the history stays stored and searchable."""
+    await repository.evict_all(session, agent_id)
+    await recompile_agents(session, [agent_id])
+
+
+async def queue_reembedding(session: AsyncSession, agent_id: str) -> None:
+    """Drop the agent's message vectors so the embedding queue recomputes them with its new model."""
+    await repository.queue_reembedding(session, agent_id)
+
+
+async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:
+    return await repository.pending_embeddings(session, agent_id)
+
+
+async def start_run(session: AsyncSession, agent_id: str) -> Run:
+    run = Run(id=new_id("run"), agent_id=agent_id, status="running")
+    session.add(run)
+    return run
+
+
+async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any]) -> None:
+    run = await session.get(Run, run_id)
+    if run is not None:
+        run.status = "completed" if stop_reason in {"end_turn", "max_steps", "tool_rule"} else "failed"
+        run.stop_reason = stop_reason
+        run.usage = usage
+        run.completed_at = datetime.now(UTC)
+
+
+async def run_of_otid(session: AsyncSession, agent_id: str, otid: str) -> tuple[Run, list[Message]] | None:
+    """The run that stored an input message with this otid, and everything it stored."""
+    original = await repository.by_otid(session, agent_id, otid)
+    if original is None or original.run_id is None:
+        return None
+    run = await session.get_one(Run, original.run_id)
+    return run, await repository.of_run(session, run.id)
 
 
 async def _cursor(session: AsyncSession, agent_id: str, name: str, message_id: str | None) -> Message | None:

@@ -8,5 +8,16 @@ from memvm.orm.message import Message, Run
 from memvm.orm.tool import AgentTool, Tool
 
 __all__ = [
-    "Agent", "AgentArchive", "AgentBlock", "AgentTool", "Archive", "Base", "Block", "BlockChange", "Message", "Passage", "Run", "Tool",
+    "Agent",
+    "AgentArchive",
+    "AgentBlock",
+    "AgentTool",
+    "Archive",
+    "Base",
+    "Block",
+    "BlockChange",
+    "Message",
+    "Passage",
+    "Run",
+    "Tool",
 ]

@@ -11,7 +11,6 @@ from sqlalchemy.orm import Mapped, mapped_column
 from memvm.db.base import Base
 from memvm.orm.vector_index import hnsw_indexes
 
-
 # Messages worth a vector that do not have one yet.
 EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND kind = 'message' AND coalesce(content, '') <> '' AND embed_attempts < 5"
 

@@ -2,21 +2,21 @@
 opens (one read-only transaction to learn which model applies, then one that writes)."""
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from memvm.actors import API_ACTOR
 from memvm.agents import service as agents
-from memvm.archives import repository
 from memvm.archives import service as archives
 from memvm.archives.schemas import PassageCreate, SearchFilters
-from memvm.archives.service import EmbeddingModel
 from memvm.db.uow import transaction
+from memvm.embeddings.ports import Embedder, EmbeddingModel
 from memvm.orm import Passage
 from memvm.runtime.deps import RuntimeDeps
-from memvm.search.archival import PassageHit, search_passages
+from memvm.search.archival import PassageHit, PassageSearch, search_passages
 from memvm.search.dates import parse_bound
 
 
-async def _agent_embedder(deps: RuntimeDeps, agent_id: str):
+async def _agent_embedder(deps: RuntimeDeps, agent_id: str) -> Embedder:
     async with transaction(deps.sessionmaker) as session:
         agent = await agents.get_agent(session, agent_id)
     return deps.embedders.for_handle(agent.embedding)
@@ -28,9 +28,11 @@ async def insert_for_agent(deps: RuntimeDeps, agent_id: str, items: Sequence[Pas
     vectors = await embedder.embed([item.text for item in items])
     async with transaction(deps.sessionmaker) as session:
         agent = await agents.get_agent(session, agent_id, lock=True)
-        archive = await archives.write_archive(session, agent, EmbeddingModel(embedder.model, embedder.dim))
-        return await archives.insert_passages(session, archive, list(zip(items, vectors, strict=True)),
-                                              model=EmbeddingModel(embedder.model, embedder.dim), writer=API_ACTOR)
+        model = EmbeddingModel.of(embedder)
+        archive = await archives.write_archive(session, agent, model)
+        return await archives.insert_passages(
+            session, archive, list(zip(items, vectors, strict=True)), model=model, writer=API_ACTOR
+        )
 
 
 async def insert_into_archive(deps: RuntimeDeps, archive_id: str, items: Sequence[PassageCreate]) -> list[Passage]:
@@ -40,14 +42,15 @@ async def insert_into_archive(deps: RuntimeDeps, archive_id: str, items: Sequenc
     vectors = await embedder.embed([item.text for item in items])
     async with transaction(deps.sessionmaker) as session:
         archive = await archives.get_archive(session, archive_id)
-        return await archives.insert_passages(session, archive, list(zip(items, vectors, strict=True)),
-                                              model=EmbeddingModel(embedder.model, embedder.dim), writer=API_ACTOR)
+        return await archives.insert_passages(
+            session, archive, list(zip(items, vectors, strict=True)), model=EmbeddingModel.of(embedder), writer=API_ACTOR
+        )
 
 
 async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilters) -> tuple[list[PassageHit], str]:
     """Hits across every archive the agent reads, and the agent's timezone for timestamps."""
     async with transaction(deps.sessionmaker) as session:
-        scope = await repository.search_scope(session, agent_id)
+        scope = await archives.search_scope(session, agent_id)
     if scope is None:
         raise agents.agent_not_found(agent_id)
     start = parse_bound(filters.start_datetime, "start_datetime", end=False, timezone=scope.timezone)
@@ -57,17 +60,15 @@ async def search_for_agent(deps: RuntimeDeps, agent_id: str, filters: SearchFilt
     embedder = deps.embedders.for_handle(scope.embedding)
     vector = await deps.query_vectors.vector(embedder, filters.query)
     async with transaction(deps.sessionmaker) as session:
-        hits = await search_passages(
-            session, archive_ids=scope.archive_ids, model=embedder.model, dim=embedder.dim, query_vector=vector,
-            top_k=filters.top_k, tags=filters.tags, match_all_tags=filters.tag_match_mode == "all", start=start, end=end,
-        )
+        hits = await search_passages(session, _passage_search(filters, scope.archive_ids, embedder, vector, start=start, end=end))
     return hits, scope.timezone
 
 
 async def attach_for_agent(deps: RuntimeDeps, agent_id: str, archive_id: str) -> None:
     embedder = await _agent_embedder(deps, agent_id)
     async with transaction(deps.sessionmaker) as session:
-        await archives.attach_archive(session, agent_id, archive_id, EmbeddingModel(embedder.model, embedder.dim))
+        agent = await agents.get_agent(session, agent_id, lock=True)
+        await archives.attach_archive(session, agent, archive_id, EmbeddingModel.of(embedder))
 
 
 async def search_anywhere(
@@ -78,19 +79,38 @@ async def search_anywhere(
     async with transaction(deps.sessionmaker) as session:
         if agent_id is not None:
             handle = (await agents.get_agent(session, agent_id)).embedding
-            archives_in_scope = await repository.archives_of(session, agent_id)
+            archives_in_scope = await archives.archives_of(session, agent_id)
         elif archive_id is not None:
             archives_in_scope = [await archives.get_archive(session, archive_id)]
             handle = archives_in_scope[0].embedding_model
         else:
-            handle, archives_in_scope = None, await repository.all_archives(session)
+            handle, archives_in_scope = None, await archives.all_archives(session)
     embedder = deps.embedders.for_handle(handle)
     in_scope = [a.id for a in archives_in_scope if a.embedding_model.lower() == embedder.model.lower()]
     vector = await deps.query_vectors.vector(embedder, query) if query and query.strip() else None
     async with transaction(deps.sessionmaker) as session:
-        return await search_passages(
-            session, archive_ids=in_scope, model=embedder.model, dim=embedder.dim, query_vector=vector, top_k=filters.top_k,
-            tags=filters.tags, match_all_tags=filters.tag_match_mode == "all",
-            start=parse_bound(filters.start_datetime, "start_date", end=False),
-            end=parse_bound(filters.end_datetime, "end_date", end=True),
-        )
+        start = parse_bound(filters.start_datetime, "start_date", end=False)
+        end = parse_bound(filters.end_datetime, "end_date", end=True)
+        return await search_passages(session, _passage_search(filters, in_scope, embedder, vector, start=start, end=end))
+
+
+def _passage_search(
+    filters: SearchFilters,
+    archive_ids: Sequence[str],
+    embedder: Embedder,
+    vector: Sequence[float] | None,
+    *,
+    start: datetime | None,
+    end: datetime | None,
+) -> PassageSearch:
+    return PassageSearch(
+        archive_ids=archive_ids,
+        model=embedder.model,
+        dim=embedder.dim,
+        query_vector=vector,
+        top_k=filters.top_k,
+        tags=filters.tags,
+        match_all_tags=filters.tag_match_mode == "all",
+        start=start,
+        end=end,
+    )

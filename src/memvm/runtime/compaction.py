@@ -6,12 +6,10 @@ from dataclasses import dataclass
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memvm.agents.compile import recompile_agents
 from memvm.db.uow import transaction
 from memvm.errors import LLMError
-from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, ModelRequest
-from memvm.messages import repository
+from memvm.messages import service as messages
 from memvm.orm import Message
 from memvm.runtime.conversation import summary_text, to_chat
 from memvm.runtime.models import AgentModel
@@ -44,7 +42,7 @@ async def compact(
     """Evict the oldest messages so the rest fits in KEEP_SHARE of the window, replacing them with
     one summary message. `force` evicts every message. None if there is nothing to evict."""
     async with transaction(sessionmaker) as session:
-        window = await repository.in_context(session, agent_id)
+        window = await messages.in_context(session, agent_id)
     keep_budget = 0 if force else int(agent_model.context_window * KEEP_SHARE)
     tokens = [estimate_message(to_chat(message)) for message in window]
     cut = choose_cut([m.role for m in window], tokens, keep_budget)
@@ -53,11 +51,7 @@ async def compact(
     evicted = window[:cut]
     summary = await _summarize(agent_model, evicted)
     async with transaction(sessionmaker) as session:
-        await repository.evict(session, [message.id for message in evicted])
-        session.add(Message(id=new_id("message"), agent_id=agent_id, role="user", kind="summary",
-                            content=summary_text(_evicted_count(evicted), summary), in_context=True))
-        await session.flush()
-        await recompile_agents(session, [agent_id])  # the recall count in <memory_metadata> changed
+        await messages.replace_with_summary(session, agent_id, evicted, summary_text(_evicted_count(evicted), summary))
     return Compacted(summary=summary, messages_before=len(window), messages_after=len(window) - cut + 1)
 
 
@@ -75,9 +69,10 @@ async def _summarize(agent_model: AgentModel, evicted: Sequence[Message]) -> str
         completion = await agent_model.model.complete(request)
     except LLMError as error:
         raise CompactionError(f"Summarizing old messages failed: {error.message}") from error
-    if not (completion.content or "").strip():
+    summary = (completion.content or "").strip()
+    if not summary:
         raise CompactionError("Summarizing old messages failed: the model returned an empty summary.")
-    return completion.content.strip()
+    return summary
 
 
 def _text_of(message: Message) -> str:

@@ -26,7 +26,9 @@ def to_chat_all(messages: Sequence[Message]) -> list[ChatMessage]:
 
 
 def heartbeat_text(reason: str, now_iso: str) -> str:
-    return json.dumps({"type": "heartbeat", "reason": f"[This is an automated system message hidden from the user] {reason}", "time": now_iso})
+    return json.dumps(
+        {"type": "heartbeat", "reason": f"[This is an automated system message hidden from the user] {reason}", "time": now_iso}
+    )
 
 
 def summary_text(evicted: int, summary: str) -> str:

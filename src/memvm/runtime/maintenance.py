@@ -5,13 +5,12 @@ import json
 from typing import Any
 
 from memvm.agents import service as agents
-from memvm.agents.compile import attached_blocks, recompile_agents
-from memvm.archives.repository import stats as archive_stats
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
-from memvm.memory.compiler import BlockView, RenderMode, render_blocks
-from memvm.messages import repository as messages
+from memvm.memory.compiler import RenderMode, render_blocks
+from memvm.messages import service as messages
 from memvm.orm import Agent
+from memvm.prompts.service import block_views, blocks_in_prompt_order, memory_stats
 from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import to_chat
 from memvm.runtime.deps import RuntimeDeps
@@ -19,16 +18,15 @@ from memvm.runtime.models import resolve_model
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.turn_lock import agent_turn_lock
 from memvm.tools import service as tools
-from memvm.tools.specs import BUILTIN_SPECS
+from memvm.tools.builtin import BUILTIN_SPECS
 
 
 async def reset_messages(deps: RuntimeDeps, agent_id: str) -> Agent:
     """Empty the context window; the history stays stored and searchable."""
-    async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
-        async with transaction(deps.sessionmaker) as session:
-            agent = await agents.get_agent(session, agent_id)
-            await messages.evict_all(session, agent_id)
-            await recompile_agents(session, [agent_id])
+    lock = agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds)
+    async with lock, transaction(deps.sessionmaker) as session:
+        agent = await agents.get_agent(session, agent_id)
+        await messages.reset_context(session, agent_id)
     return agent
 
 
@@ -50,14 +48,12 @@ async def context_overview(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
     """Token breakdown of what the model would receive now (estimates: ~4 characters per token)."""
     async with transaction(deps.sessionmaker) as session:
         agent = await agents.get_agent(session, agent_id)
-        blocks = (await attached_blocks(session, [agent_id]))[agent_id]
+        blocks = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
         window = await messages.in_context(session, agent_id)
         specs = [BUILTIN_SPECS[t.name] for t in await tools.agent_tools(session, agent_id) if t.name in BUILTIN_SPECS]
-        recall = (await messages.recall_counts(session, [agent_id])).get(agent_id, 0)
+        [stats] = (await memory_stats(session, [agent_id])).values()
         unembedded = await messages.pending_embeddings(session, agent_id)
-        passages, _ = await archive_stats(session, agent_id)
-    views = [BlockView(b.label, b.value, b.char_limit, b.description, b.read_only) for b in blocks]
-    core_memory = render_blocks(views, RenderMode(agent.memory_render_mode))
+    core_memory = render_blocks(block_views(blocks), RenderMode(agent.memory_render_mode))
     summary = [m for m in window if m.kind == "summary"]
     recent = [m for m in window if m.kind != "summary"]
     parts = {
@@ -67,20 +63,24 @@ async def context_overview(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
         "summary_memory": sum(estimate_message(to_chat(m)) for m in summary),
         "messages": sum(estimate_message(to_chat(m)) for m in recent),
     }
-    window_size = agent.context_window_limit or (agent.llm_config or {}).get("context_window") or deps.settings.default_context_window
+    window_size = (
+        agent.context_window_limit or (agent.llm_config or {}).get("context_window") or deps.settings.default_context_window
+    )
     return {
         "context_window_size_max": window_size,
         "context_window_size_current": sum(parts.values()),
         "num_messages": len(window),
-        "num_archival_memory": passages,
+        "num_archival_memory": stats.archival_passages,
         "num_messages_pending_embedding": unembedded,
-        "num_recall_memory": recall,
+        "num_recall_memory": stats.recall_messages,
         "num_tokens_system": parts["system"],
         "system_prompt": agent.compiled_system,
         "num_tokens_core_memory": parts["core_memory"],
         "core_memory": core_memory,
         "num_tokens_functions_definitions": parts["functions_definitions"],
-        "functions_definitions": [json.loads(json.dumps({"name": s.name, "description": s.description, "parameters": s.parameters})) for s in specs],
+        "functions_definitions": [
+            json.loads(json.dumps({"name": s.name, "description": s.description, "parameters": s.parameters})) for s in specs
+        ],
         "num_tokens_summary_memory": parts["summary_memory"],
         "summary_memory": summary[0].content if summary else None,
         "num_tokens_messages": parts["messages"],

@@ -3,16 +3,14 @@
 from collections.abc import Sequence
 
 from memvm.llm.types import Completion
-from memvm.tools.executor import ToolOutcome
-from memvm.tools.specs import HEARTBEAT_AGENT_TYPES
+from memvm.runtime.tools.outcome import ToolOutcome
+from memvm.tools.builtin import HEARTBEAT_AGENT_TYPES
 
 # After this many consecutive steps whose calls were all malformed, stop instead of looping.
 INVALID_CALL_STREAK_LIMIT = 3
 
 
-def stop_reason(
-    agent_type: str, completion: Completion, outcomes: Sequence[ToolOutcome], invalid_streak: int
-) -> str | None:
+def stop_reason(agent_type: str, completion: Completion, outcomes: Sequence[ToolOutcome], invalid_streak: int) -> str | None:
     """None means take another step; otherwise the Letta stop reason for the turn."""
     if not completion.tool_calls:
         if completion.finish_reason == "length":

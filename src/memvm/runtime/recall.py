@@ -1,11 +1,8 @@
 """Searching conversation history over the API: embed the query (outside any transaction),
 then rank in PostgreSQL."""
 
-from sqlalchemy import select
-
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
-from memvm.orm import Agent
 from memvm.runtime.deps import RuntimeDeps
 from memvm.search.conversation import MessageHit, QueryVector, SearchMode, search_messages
 from memvm.search.dates import parse_bound
@@ -26,7 +23,7 @@ async def search_history(
     with the server's default model, so agents on other models match by full text only)."""
     async with transaction(deps.sessionmaker) as session:
         agent = await agents.get_agent(session, agent_id) if agent_id else None
-        agent_ids = [agent_id] if agent_id else list(await session.scalars(select(Agent.id)))
+        agent_ids = [agent_id] if agent_id else await agents.all_agent_ids(session)
     embedder = deps.embedders.for_handle(agent.embedding if agent else None)
     vector = None
     if mode != "fts" and query.strip():
@@ -34,7 +31,13 @@ async def search_history(
     timezone = agent.timezone if agent else "UTC"
     async with transaction(deps.sessionmaker) as session:
         return await search_messages(
-            session, agent_ids=agent_ids, query=query, vector=vector, mode=mode, roles=roles, limit=limit,
+            session,
+            agent_ids=agent_ids,
+            query=query,
+            vector=vector,
+            mode=mode,
+            roles=roles,
+            limit=limit,
             start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
             end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
         )

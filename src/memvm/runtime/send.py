@@ -1,27 +1,34 @@
 """Sending to an agent: take the agent's turn lock, replay a repeated otid, else run a turn."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
+from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.ids import new_id
-from memvm.messages import repository as messages
+from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import SendRequest
-from memvm.orm import Agent, Run
+from memvm.orm import Message, Run
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.turn import Turn
 from memvm.runtime.turn_lock import agent_turn_lock
 
+
 def ready(run_id: str | None = None) -> dict[str, Any]:
     """First item of every send stream (a Letta `ping`): the lock is held and the turn has started,
     so errors from here on are reported in-band; errors before it are plain HTTP errors."""
-    return {"message_type": "ping", "id": new_id("ping"), "date": datetime.now(UTC).isoformat(timespec="seconds"), "run_id": run_id}
+    return {
+        "message_type": "ping",
+        "id": new_id("ping"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "run_id": run_id,
+    }
 
 
-async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncIterator[dict[str, Any]]:
+async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
     """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
     async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
         replayed = await _stored_result(deps, agent_id, request)
@@ -45,18 +52,17 @@ async def _stored_result(deps: RuntimeDeps, agent_id: str, request: SendRequest)
         return None
     async with transaction(deps.sessionmaker) as session:
         for otid in otids:
-            original = await messages.by_otid(session, agent_id, otid)
-            if original is None or original.run_id is None:
-                continue
-            agent = await session.get_one(Agent, agent_id)
-            run = await session.get_one(Run, original.run_id)
-            stored = await messages.of_run(session, run.id)
-            return _replay(agent.agent_type, run, stored)
+            found = await messages.run_of_otid(session, agent_id, otid)
+            if found is not None:
+                agent = await agents.get_agent(session, agent_id)
+                return _replay(agent.agent_type, *found)
     return None
 
 
-def _replay(agent_type: str, run: Run, stored: list) -> list[dict[str, Any]]:
-    shown = [letta for message in stored if message.role in ("assistant", "tool") for letta in to_letta(message, agent_type=agent_type)]
+def _replay(agent_type: str, run: Run, stored: list[Message]) -> list[dict[str, Any]]:
+    shown = [
+        letta for message in stored if message.role in ("assistant", "tool") for letta in to_letta(message, agent_type=agent_type)
+    ]
     # A run still marked running was cut off by a crash: what it stored is all there is.
     stop_reason = run.stop_reason or "error"
     usage = run.usage or {"message_type": "usage_statistics", "run_ids": [run.id]}

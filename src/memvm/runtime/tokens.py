@@ -20,4 +20,6 @@ def estimate_message(message: ChatMessage) -> int:
 
 
 def estimate_tools(tools: list[ToolSpec]) -> int:
-    return sum(estimate_text(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters})) for t in tools)
+    return sum(
+        estimate_text(json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters})) for t in tools
+    )

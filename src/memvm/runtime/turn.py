@@ -9,33 +9,34 @@ No transaction is ever held across a model call.
 import asyncio
 import json
 import logging
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from memvm.actors import Actor
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
+from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
-from memvm.archives.service import EmbeddingModel
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolCall, ToolSpec
-from memvm.messages import repository as messages
+from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
-from memvm.orm import Agent, Message, Run
+from memvm.orm import Agent, Message
 from memvm.runtime import policy
 from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import heartbeat_text, to_chat, to_chat_all
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.models import AgentModel, resolve_model
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
+from memvm.runtime.tools.context import ToolContext
+from memvm.runtime.tools.executor import execute
+from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
-from memvm.tools.context import ToolContext
-from memvm.tools.executor import execute
-from memvm.tools.specs import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
+from memvm.tools.builtin import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +68,15 @@ class Usage:
         self.context_tokens = prompt + completion_tokens
 
     def as_letta(self, run_id: str) -> dict[str, Any]:
-        return {"message_type": "usage_statistics", "prompt_tokens": self.prompt_tokens,
-                "completion_tokens": self.completion_tokens, "total_tokens": self.total_tokens,
-                "step_count": self.step_count, "context_tokens": self.context_tokens, "run_ids": [run_id]}
+        return {
+            "message_type": "usage_statistics",
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+            "step_count": self.step_count,
+            "context_tokens": self.context_tokens,
+            "run_ids": [run_id],
+        }
 
 
 @dataclass
@@ -98,20 +105,28 @@ class Turn:
             agent_model = resolve_model(agent, deps.models, deps.settings)
             attached = await tools.agent_tools(session, agent_id)
             window = await messages.in_context(session, agent_id)
-            run = Run(id=new_id("run"), agent_id=agent_id, status="running")
-            session.add(run)
+            run = await messages.start_run(session, agent_id)
         embedder = deps.embedders.for_handle(agent.embedding)
         specs = [BUILTIN_SPECS[tool.name] for tool in attached if tool.name in BUILTIN_SPECS]
         if agent.agent_type in HEARTBEAT_AGENT_TYPES:
             specs = [with_heartbeat(spec) for spec in specs]
-        return cls(deps=deps, agent=agent, agent_model=agent_model, run_id=run.id, request=request,
-                   system_prompt=agent.compiled_system, tool_specs=specs, history=to_chat_all(window),
-                   pending_inputs=request.input_messages(), embedding=EmbeddingModel(embedder.model, embedder.dim))
+        return cls(
+            deps=deps,
+            agent=agent,
+            agent_model=agent_model,
+            run_id=run.id,
+            request=request,
+            system_prompt=agent.compiled_system,
+            tool_specs=specs,
+            history=to_chat_all(window),
+            pending_inputs=request.input_messages(),
+            embedding=EmbeddingModel.of(embedder),
+        )
 
-    async def events(self) -> AsyncIterator[dict[str, Any]]:
+    async def events(self) -> AsyncGenerator[dict[str, Any], None]:
         """Letta messages as each step is stored, then stop_reason and usage_statistics, and an
         error_message when the turn failed. A cancelled turn (client gone) keeps its stored steps."""
-        end = StepEnd("max_steps")
+        stop_reason, error = "max_steps", None
         try:
             for _ in range(self.request.max_steps):
                 step_end = None
@@ -121,21 +136,26 @@ class Turn:
                     else:
                         yield event
                 if step_end is not None and step_end.stop_reason is not None:
-                    end = step_end
+                    stop_reason, error = step_end.stop_reason, step_end.error
                     break
         except Exception:
             log.exception("turn %s of agent %s failed", self.run_id, self.agent.id)
-            end = StepEnd("error", "The turn failed with an internal error; the server log has the details.")
+            stop_reason, error = "error", "The turn failed with an internal error; the server log has the details."
         except BaseException:
             # Cancellation may be level-triggered (anyio): only a shielded task can still write.
             await asyncio.shield(self._finish("cancelled"))
             raise
-        await self._finish(end.stop_reason)
-        yield {"message_type": "stop_reason", "stop_reason": end.stop_reason}
+        await self._finish(stop_reason)
+        yield {"message_type": "stop_reason", "stop_reason": stop_reason}
         yield self.usage.as_letta(self.run_id)
-        if end.error is not None:
-            yield {"message_type": "error_message", "run_id": self.run_id, "error_type": end.stop_reason,
-                   "message": end.error, "detail": None}
+        if error is not None:
+            yield {
+                "message_type": "error_message",
+                "run_id": self.run_id,
+                "error_type": stop_reason,
+                "message": error,
+                "detail": None,
+            }
 
     async def _step(self) -> AsyncIterator[dict[str, Any] | StepEnd]:
         """One step: (compact if needed) → model → store. Yields token deltas, the stored step's
@@ -157,6 +177,8 @@ class Turn:
         except CompactionError as failure:
             yield StepEnd("error", str(failure))
             return
+        if completion is None:  # the ChatModel port promises one; a broken adapter fails the turn
+            raise RuntimeError(f"the model stream of run {self.run_id} ended without a completion")
         estimated = self._estimate_prompt()
         self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
@@ -165,8 +187,9 @@ class Turn:
         shown, stop_reason = await self._store_step(completion, vectors)
         self.deps.embedding_wakeup.set()
         for message in shown:
-            for letta in to_letta(message, agent_type=self.agent.agent_type,
-                                  include_compaction=self.request.include_compaction_messages):
+            for letta in to_letta(
+                message, agent_type=self.agent.agent_type, include_compaction=self.request.include_compaction_messages
+            ):
                 already_streamed = letta["id"] == streamed and letta["message_type"] == "assistant_message"
                 if self._wanted(letta) and not already_streamed:
                     yield letta
@@ -181,18 +204,28 @@ class Turn:
         date = datetime.now(UTC).isoformat(timespec="seconds")
         async for item in model.stream(request):
             if isinstance(item, TextDelta):
-                yield {"id": self.streamed_message_id, "date": date, "message_type": "assistant_message",
-                       "otid": f"{self.streamed_message_id}-0", "run_id": self.run_id, "content": item.text}
+                yield {
+                    "id": self.streamed_message_id,
+                    "date": date,
+                    "message_type": "assistant_message",
+                    "otid": f"{self.streamed_message_id}-0",
+                    "run_id": self.run_id,
+                    "content": item.text,
+                }
             else:
                 yield item
 
     def _model_request(self) -> ModelRequest:
         pending = [ChatMessage(message.role, message.text) for message in self.pending_inputs]
-        tool_choice = None
+        tool_choice: Literal["auto", "required"] | None = None
         if self.tool_specs:
             tool_choice = "required" if self.agent.agent_type in HEARTBEAT_AGENT_TYPES else "auto"
-        return ModelRequest(model=self.agent_model.name, messages=[ChatMessage("system", self.system_prompt), *self.history, *pending],
-                            tools=self.tool_specs, tool_choice=tool_choice)
+        return ModelRequest(
+            model=self.agent_model.name,
+            messages=[ChatMessage("system", self.system_prompt), *self.history, *pending],
+            tools=self.tool_specs,
+            tool_choice=tool_choice,
+        )
 
     def _estimate_prompt(self) -> int:
         request = self._model_request()
@@ -220,7 +253,9 @@ class Turn:
         try:
             await self._compact(force=True)
         except (CompactionError, LLMError) as failure:
-            return StepEnd("context_window_overflow_in_system_prompt", f"{overflow.message} Compaction could not make room: {failure}")
+            return StepEnd(
+                "context_window_overflow_in_system_prompt", f"{overflow.message} Compaction could not make room: {failure}"
+            )
         return StepEnd()
 
     async def _embed_tool_inputs(self, completion: Completion) -> dict[str, Sequence[float]]:
@@ -243,16 +278,32 @@ class Turn:
         step_id = new_id("step")
         base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
         async with transaction(self.deps.sessionmaker) as session:
-            stored = [Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
-                      for m in self.pending_inputs]
-            assistant = Message(id=self.streamed_message_id or new_id("message"), role="assistant", content=completion.content,
-                                reasoning=completion.reasoning, tool_calls=_calls_json(completion) or None, **base)
+            stored = [
+                Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
+                for m in self.pending_inputs
+            ]
+            assistant = Message(
+                id=self.streamed_message_id or new_id("message"),
+                role="assistant",
+                content=completion.content,
+                reasoning=completion.reasoning,
+                tool_calls=_calls_json(completion) or None,
+                **base,
+            )
             session.add_all([*stored, assistant])
             await session.flush()
-            context = ToolContext(session, self.agent.id, Actor("agent", self.agent.id, step_id), message_id=assistant.id,
-                                  run_id=self.run_id, timezone=self.agent.timezone, embedding=self.embedding, vectors=vectors)
-            shown = [assistant, *await self._run_tools(context, completion, base)]
-            outcomes = self._last_outcomes
+            context = ToolContext(
+                session,
+                self.agent.id,
+                Actor("agent", self.agent.id, step_id),
+                message_id=assistant.id,
+                run_id=self.run_id,
+                timezone=self.agent.timezone,
+                embedding=self.embedding,
+                vectors=vectors,
+            )
+            results, outcomes = await self._run_tools(context, completion, base)
+            shown = [assistant, *results]
             self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
             stop_reason = policy.stop_reason(self.agent.agent_type, completion, outcomes, self.invalid_streak)
             stored += shown
@@ -266,29 +317,37 @@ class Turn:
         self.history.extend(to_chat(message) for message in stored)
         return shown, stop_reason
 
-    async def _run_tools(self, context: ToolContext, completion: Completion, base: dict[str, str]) -> list[Message]:
+    async def _run_tools(
+        self, context: ToolContext, completion: Completion, base: dict[str, str]
+    ) -> tuple[list[Message], list[ToolOutcome]]:
+        """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
         allowed = frozenset(spec.name for spec in self.tool_specs)
-        results, self._last_outcomes = [], []
+        results: list[Message] = []
+        outcomes: list[ToolOutcome] = []
         for call in completion.tool_calls:
             outcome = await execute(context, call, allowed)
-            self._last_outcomes.append(outcome)
-            results.append(Message(id=new_id("message"), role="tool", content=outcome.message, tool_status=outcome.status,
-                                   tool_call_id=call.id, tool_name=call.name, **base))
+            outcomes.append(outcome)
+            results.append(
+                Message(
+                    id=new_id("message"),
+                    role="tool",
+                    content=outcome.message,
+                    tool_status=outcome.status,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    **base,
+                )
+            )
         context.session.add_all(results)
-        return results
+        return results, outcomes
 
     def _wanted(self, letta: dict[str, Any]) -> bool:
         wanted = self.request.include_return_message_types
         return wanted is None or letta["message_type"] in wanted
 
     async def _finish(self, stop_reason: str) -> None:
-        status = "completed" if stop_reason in {"end_turn", "max_steps", "tool_rule"} else "failed"
         async with transaction(self.deps.sessionmaker) as session:
-            run = await session.get(Run, self.run_id)
-            if run is not None:
-                run.status, run.stop_reason = status, stop_reason
-                run.usage = self.usage.as_letta(self.run_id)
-                run.completed_at = datetime.now(UTC)
+            await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
 
 
 def _embedded_argument(call: ToolCall) -> str | None:

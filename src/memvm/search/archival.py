@@ -8,12 +8,22 @@ from typing import Any
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import ColumnElement, Select, cast, literal, literal_column, select, text
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import QueryableAttribute
 
 from memvm.orm import Passage
 
 # What a search result needs (never the vector: parsing 384+ floats per row is not free).
-RESULT_COLUMNS = (Passage.id, Passage.archive_id, Passage.text, Passage.tags, Passage.metadata_, Passage.embedding_model,
-                  Passage.embedding_dim, Passage.writer_id, Passage.created_at)
+RESULT_COLUMNS = (
+    Passage.id,
+    Passage.archive_id,
+    Passage.text,
+    Passage.tags,
+    Passage.metadata_,
+    Passage.embedding_model,
+    Passage.embedding_dim,
+    Passage.writer_id,
+    Passage.created_at,
+)
 
 
 @dataclass(frozen=True)
@@ -45,42 +55,54 @@ async def prefer_vector_index(session: AsyncSession, top_k: int) -> None:
     await session.execute(text(SEARCH_SETTINGS_SQL), {"ef": str(max(DEFAULT_EF_SEARCH, 2 * top_k))})
 
 
-def same_model(model_column: ColumnElement, dim_column: ColumnElement, model: str, dim: int) -> ColumnElement[bool]:
+def same_model(
+    model_column: QueryableAttribute[Any], dim_column: QueryableAttribute[Any], model: str, dim: int
+) -> ColumnElement[bool]:
     """The dimension goes into the SQL text, not a parameter: a generic prepared plan can then still
     prove the partial HNSW index's `embedding_dim = <dim>` predicate."""
     return (model_column == model) & (dim_column == literal_column(str(int(dim))))
 
 
-async def search_passages(
-    session: AsyncSession,
-    *,
-    archive_ids: Sequence[str],
-    model: str,
-    dim: int,
-    query_vector: Sequence[float] | None,
-    top_k: int,
-    tags: Sequence[str] = (),
-    match_all_tags: bool = False,
-    start: datetime | None = None,
-    end: datetime | None = None,
-) -> list[PassageHit]:
-    """Nearest first; without a query vector, the newest matching passages (distance 0)."""
-    await prefer_vector_index(session, top_k)
-    if query_vector is None:
-        distance = literal(0.0).label("distance")
-    else:
-        distance = cast(Passage.embedding, Vector(dim)).cosine_distance(list(query_vector)).label("distance")
-    query: Select = select(*RESULT_COLUMNS, distance).where(
-        Passage.archive_id.in_(list(archive_ids)), same_model(Passage.embedding_model, Passage.embedding_dim, model, dim)
-    )
-    if tags:
-        query = query.where(Passage.tags.contains(list(tags)) if match_all_tags else Passage.tags.overlap(list(tags)))
-    if start is not None:
-        query = query.where(Passage.created_at >= start)
-    if end is not None:
-        query = query.where(Passage.created_at <= end)
-    # relaxed_order can return neighbours slightly out of order: re-sort the materialized top_k.
-    order = distance if query_vector is not None else Passage.created_at.desc()
-    nearest = query.order_by(order).limit(top_k).cte("nearest").prefix_with("MATERIALIZED")
-    rows = await session.execute(select(nearest).order_by(nearest.c.distance, nearest.c.created_at.desc()))
+@dataclass(frozen=True)
+class PassageSearch:
+    """One search over some archives' passages of one embedding model; `query_vector` None lists the
+    newest matching passages instead (distance 0)."""
+
+    archive_ids: Sequence[str]
+    model: str
+    dim: int
+    query_vector: Sequence[float] | None
+    top_k: int
+    tags: Sequence[str] = ()
+    match_all_tags: bool = False
+    start: datetime | None = None
+    end: datetime | None = None
+
+    def statement(self) -> Select[*tuple[Any, ...]]:
+        """The SELECT `search_passages` runs: RESULT_COLUMNS and `distance`, nearest first."""
+        if self.query_vector is None:
+            distance = literal(0.0).label("distance")
+        else:
+            distance = cast(Passage.embedding, Vector(self.dim)).cosine_distance(list(self.query_vector)).label("distance")
+        query = select(*RESULT_COLUMNS, distance).where(
+            Passage.archive_id.in_(list(self.archive_ids)),
+            same_model(Passage.embedding_model, Passage.embedding_dim, self.model, self.dim),
+        )
+        if self.tags:
+            tags = list(self.tags)
+            query = query.where(Passage.tags.contains(tags) if self.match_all_tags else Passage.tags.overlap(tags))
+        if self.start is not None:
+            query = query.where(Passage.created_at >= self.start)
+        if self.end is not None:
+            query = query.where(Passage.created_at <= self.end)
+        # relaxed_order can return neighbours slightly out of order: re-sort the materialized top_k.
+        order = distance if self.query_vector is not None else Passage.created_at.desc()
+        nearest = query.order_by(order).limit(self.top_k).cte("nearest").prefix_with("MATERIALIZED")
+        return select(nearest).order_by(nearest.c.distance, nearest.c.created_at.desc())
+
+
+async def search_passages(session: AsyncSession, search: PassageSearch) -> list[PassageHit]:
+    """The search's rows, run under this transaction's vector search settings."""
+    await prefer_vector_index(session, search.top_k)
+    rows = await session.execute(search.statement())
     return [PassageHit(row, float(row.distance)) for row in rows]

@@ -4,7 +4,7 @@ tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion.""
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import Float, Select, SmallInteger, Text, cast, column, func, literal, null, select, union_all
@@ -69,7 +69,9 @@ async def search_messages(
     return [MessageHit(found[f.id], f) for f in fused if f.id in found]
 
 
-def _filtered(query: Select, agent_ids: Sequence[str], roles: Sequence[str], start: datetime | None, end: datetime | None) -> Select:
+def _filtered(
+    query: Select[*tuple[Any, ...]], agent_ids: Sequence[str], roles: Sequence[str], start: datetime | None, end: datetime | None
+) -> Select[*tuple[Any, ...]]:
     query = query.where(Message.agent_id.in_(list(agent_ids)), Message.kind == "message")
     if roles:
         query = query.where(Message.role.in_(list(roles)))
@@ -94,7 +96,9 @@ async def query_lexemes(session: AsyncSession, query: str) -> list[str]:
     return list(await session.scalars(first))
 
 
-async def _fts_branches(session: AsyncSession, base: Select, query: str, limit: int) -> list[Select]:
+async def _fts_branches(
+    session: AsyncSession, base: Select[*tuple[Any, ...]], query: str, limit: int
+) -> list[Select[*tuple[Any, ...]]]:
     """One branch per query lexeme: its `limit` newest matches, ranked afterwards by rarity
     (search.lexical). Ranking every message that matches ANY word reads a large share of a long
     history (6k-20k rows of 100k in the bench); a branch reads at most `limit` matches: the planner
@@ -109,7 +113,7 @@ async def _fts_branches(session: AsyncSession, base: Select, query: str, limit: 
     ]
 
 
-def _vector_branch(base: Select, vector: QueryVector, limit: int) -> Select:
+def _vector_branch(base: Select[*tuple[Any, ...]], vector: QueryVector, limit: int) -> Select[*tuple[Any, ...]]:
     distance = cast(Message.embedding, Vector(vector.dim)).cosine_distance(list(vector.values))
     return (
         base.add_columns(literal(VECTOR_BRANCH).label("term"), distance.label("distance"))

@@ -8,11 +8,12 @@ from the queue (it stays findable by full text).
 """
 
 import asyncio
+import contextlib
 import logging
 from collections import defaultdict
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import bindparam, text
+from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm.db.uow import transaction
@@ -21,10 +22,9 @@ from memvm.orm import Message
 from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 
 log = logging.getLogger(__name__)
-_table = Message.__table__
 _STORE = (
-    _table.update()
-    .where(_table.c.id == bindparam("key"))
+    update(Message)
+    .where(Message.id == bindparam("key"))
     .values(embedding=bindparam("vector", type_=Vector()), embed_claimed_at=None)
 )
 CLAIM_TIMEOUT_SECONDS = 60
@@ -77,7 +77,5 @@ async def run_worker(
         if claimed:
             continue
         wakeup.clear()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wakeup.wait(), poll_seconds)
-        except TimeoutError:
-            pass

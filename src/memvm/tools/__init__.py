@@ -1,1 +1,1 @@
-"""Built-in tools: their specs, the default sets per agent type, and the executor."""
+"""The tool catalog: built-in tool specs, tool rows, and which tools each agent has."""

@@ -2,47 +2,46 @@
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import InvalidInput, NotFound
 from memvm.ids import new_id
 from memvm.orm import AgentTool, Tool
-from memvm.tools.specs import BUILTIN_SPECS, DEFAULT_TOOLS, TOOL_TYPES
+from memvm.tools import repository
+from memvm.tools.builtin import BUILTIN_SPECS, DEFAULT_TOOLS, TOOL_TYPES
 
 
 async def sync_builtin_tools(session: AsyncSession) -> None:
-    """Insert or refresh every built-in tool by name (safe when several replicas start at once)."""
+    """Insert or refresh every built-in tool by name."""
     for spec in BUILTIN_SPECS.values():
         schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
-        row = {"id": new_id("tool"), "name": spec.name, "tool_type": TOOL_TYPES[spec.name], "description": spec.description,
-               "json_schema": schema, "tags": ["builtin"]}
-        statement = insert(Tool).values(**row)
-        await session.execute(
-            statement.on_conflict_do_update(
-                index_elements=[Tool.name],
-                set_={"description": statement.excluded.description, "json_schema": statement.excluded.json_schema,
-                      "tool_type": statement.excluded.tool_type},
-            )
+        await repository.upsert_by_name(
+            session,
+            {
+                "id": new_id("tool"),
+                "name": spec.name,
+                "tool_type": TOOL_TYPES[spec.name],
+                "description": spec.description,
+                "json_schema": schema,
+                "tags": ["builtin"],
+            },
         )
 
 
 async def list_tools(session: AsyncSession, page: PageRequest, *, name: str | None = None) -> list[Tool]:
-    query = select(Tool) if name is None else select(Tool).where(Tool.name == name)
-    return await fetch_page(session, query, Tool, page)
+    return await fetch_page(session, repository.list_query(name=name), Tool, page)
 
 
 async def get_tool(session: AsyncSession, tool_id: str) -> Tool:
-    tool = await session.get(Tool, tool_id)
+    tool = await repository.get(session, tool_id)
     if tool is None:
         raise NotFound(f"Tool {tool_id!r} not found.")
     return tool
 
 
 async def tools_by_name(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
-    found = {tool.name: tool for tool in await session.scalars(select(Tool).where(Tool.name.in_(names)))}
+    found = {tool.name: tool for tool in await repository.by_names(session, names)}
     missing = [name for name in names if name not in found]
     if missing:
         known = ", ".join(sorted(BUILTIN_SPECS))
@@ -55,8 +54,8 @@ def default_tool_names(agent_type: str) -> tuple[str, ...]:
 
 
 async def agent_tools(session: AsyncSession, agent_id: str) -> list[Tool]:
-    query = select(Tool).join(AgentTool, AgentTool.tool_id == Tool.id).where(AgentTool.agent_id == agent_id)
-    return list(await session.scalars(query.order_by(AgentTool.position)))
+    """The agent's tools in the order they were attached."""
+    return await repository.of_agent(session, agent_id)
 
 
 async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool]) -> None:
@@ -70,6 +69,5 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
 
 
 async def detach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> None:
-    result = await session.execute(delete(AgentTool).where(AgentTool.agent_id == agent_id, AgentTool.tool_id == tool_id))
-    if result.rowcount == 0:
+    if await repository.detach(session, agent_id, tool_id) == 0:
         raise NotFound(f"Tool {tool_id!r} is not attached to agent {agent_id!r}.")

@@ -29,8 +29,45 @@ FACTS_AND_QUERIES = [
     ("Henry speaks fluent Japanese.", "Which foreign language does he know?"),
 ]
 STOPWORDS = set(
-    "a am an and at can could did do does every for get give he her his i in is it last "
-    "my now of on over she the their they to what when where which who".split()
+    [
+        "a",
+        "am",
+        "an",
+        "and",
+        "at",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "every",
+        "for",
+        "get",
+        "give",
+        "he",
+        "her",
+        "his",
+        "i",
+        "in",
+        "is",
+        "it",
+        "last",
+        "my",
+        "now",
+        "of",
+        "on",
+        "over",
+        "she",
+        "the",
+        "their",
+        "they",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+    ]
 )
 
 
@@ -140,7 +177,7 @@ async def test_embedding_does_not_block_the_event_loop(embedder):
 async def test_concurrent_calls_agree_with_sequential_ones(embedder):
     texts = [[f"text {i} about {topic}" for i in range(5)] for topic in ("cats", "taxes", "rockets")]
     together = await asyncio.gather(*(embedder.embed(t) for t in texts))
-    for batch, result in zip(texts, together):
+    for batch, result in zip(texts, together, strict=True):
         assert np.allclose(result, await embedder.embed(batch), atol=1e-5)
 
 

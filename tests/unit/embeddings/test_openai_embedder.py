@@ -46,8 +46,7 @@ class FakeEmbeddings:
             status, message = self.failures.pop(0)
             return httpx.Response(status, json={"error": {"message": message, "type": "server_error", "code": None}})
         data = [
-            {"object": "embedding", "index": i, "embedding": vector_for(text, self.dim)}
-            for i, text in enumerate(body["input"])
+            {"object": "embedding", "index": i, "embedding": vector_for(text, self.dim)} for i, text in enumerate(body["input"])
         ]
         if self.reverse:
             data.reverse()
@@ -80,9 +79,7 @@ def recording_sleep(sleeps: list[float]):
 @pytest.fixture
 async def client(fake: FakeEmbeddings) -> AsyncIterator[openai.AsyncOpenAI]:
     http = httpx.AsyncClient(transport=httpx.MockTransport(fake.handler))
-    async with openai.AsyncOpenAI(
-        api_key="test-key", base_url="http://fake.test/v1", max_retries=0, http_client=http
-    ) as sdk:
+    async with openai.AsyncOpenAI(api_key="test-key", base_url="http://fake.test/v1", max_retries=0, http_client=http) as sdk:
         yield sdk
 
 
@@ -102,7 +99,7 @@ async def test_batches_130_inputs_into_three_requests_in_order(client, fake, sle
     assert [len(r["input"]) for r in fake.requests] == [64, 64, 2]
     assert [t for r in fake.requests for t in r["input"]] == texts
     assert len(vectors) == 130
-    for text, vector in zip(texts, vectors):
+    for text, vector in zip(texts, vectors, strict=True):
         assert np.allclose(vector, unit(vector_for(text, DIM)))
         assert np.linalg.norm(vector) == pytest.approx(1.0)
 

@@ -7,7 +7,7 @@ import pytest
 from memvm.errors import ContextWindowExceeded, LLMRejected, LLMTimeout, LLMUnavailable
 from memvm.llm.openai_chat import ChatModelFactory, OpenAIChatModel, RetryPolicy
 from memvm.llm.types import ChatMessage, Completion, Endpoint, ModelRequest, TextDelta, ToolCall, ToolSpec, Usage
-from tests.fakes.openai_server import ScriptedLLM
+from tests.support.scripted_llm import ScriptedLLM
 
 MODEL = "scripted-gpt"
 SEND_MESSAGE = ToolSpec(

@@ -7,7 +7,7 @@ purpose, run with MEMVM_REGEN_GOLDEN=1 and review the diff before keeping it.
 from __future__ import annotations
 
 import os
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -26,7 +26,7 @@ GOLDEN_DIR = Path(__file__).parent / "golden"
 REGENERATE = os.environ.get("MEMVM_REGEN_GOLDEN") == "1"
 
 UNICODE_TEXT = "Zoë 🐙 日本語"
-JAN_15_5PM_UTC = datetime(2025, 1, 15, 17, 0, tzinfo=timezone.utc)
+JAN_15_5PM_UTC = datetime(2025, 1, 15, 17, 0, tzinfo=UTC)
 
 # Covers: read-only, None description, empty value, unicode, blank lines, trailing newline.
 CLASSIC_BLOCKS = (
@@ -306,9 +306,7 @@ def test_metadata_accepts_any_aware_datetime():
 
 def test_metadata_rejects_naive_datetime():
     with pytest.raises(ValueError):
-        render_memory_metadata(
-            agent_id="agent-x", stats=MemoryStats(), compiled_at=datetime(2025, 1, 15), timezone="UTC"
-        )
+        render_memory_metadata(agent_id="agent-x", stats=MemoryStats(), compiled_at=datetime(2025, 1, 15), timezone="UTC")
 
 
 def test_archival_line_absent_at_zero_present_above():

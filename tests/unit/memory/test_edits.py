@@ -63,9 +63,7 @@ def test_warning_banner_or_its_sentences_are_refused(text):
         edits.check_no_line_numbers("new_memory", text)
 
 
-@pytest.mark.parametrize(
-    "text", ["", "plain", "step 1→2 of the plan", "arrow → in text", "1. item", "x 3→ y", "日本語"]
-)
+@pytest.mark.parametrize("text", ["", "plain", "step 1→2 of the plan", "arrow → in text", "1. item", "x 3→ y", "日本語"])
 def test_text_without_prefix_or_banner_passes(text):
     edits.check_no_line_numbers("old_string", text)
 
@@ -148,8 +146,7 @@ def test_replace_unique_replaces_the_single_occurrence(value, old, new, expected
         (
             "alpha\nbeta",
             "gamma",
-            "No replacement was performed, old_string `gamma` did not appear verbatim in memory block "
-            "with label `persona`.",
+            "No replacement was performed, old_string `gamma` did not appear verbatim in memory block with label `persona`.",
         ),
         (
             "a\tb",
@@ -363,9 +360,7 @@ some ignored metadata
 
 def test_parse_multi_block_patch_add_update_delete():
     assert edits.parse_multi_block_patch(MULTI) == [
-        PatchOp(
-            "add", "system/project/notes", body="first line\n\n\tthird line", description="Notes about the project"
-        ),
+        PatchOp("add", "system/project/notes", body="first line\n\n\tthird line", description="Notes about the project"),
         PatchOp("update", "human", body="@@\n-name: Ann\n+name: Bo"),
         PatchOp("delete", "scratch"),
         PatchOp("add", "plain", body="only"),

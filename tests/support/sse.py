@@ -10,9 +10,9 @@ def parse_sse(text: str) -> list[dict]:
         name, data = None, None
         for line in frame.splitlines():
             if line.startswith("event: "):
-                name = line[len("event: "):]
+                name = line[len("event: ") :]
             elif line.startswith("data: "):
-                data = line[len("data: "):]
+                data = line[len("data: ") :]
         if data == "[DONE]":
             events.append({"done": True})
         elif data is not None:

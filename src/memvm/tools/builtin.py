@@ -30,9 +30,17 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             _object(
                 {
                     "query": _string("What to look for."),
-                    "roles": {"type": "array", "items": {"type": "string", "enum": ["user", "assistant", "tool"]},
-                              "description": "Only messages with these roles."},
-                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Most results to return (default 5)."},
+                    "roles": {
+                        "type": "array",
+                        "items": {"type": "string", "enum": ["user", "assistant", "tool"]},
+                        "description": "Only messages with these roles.",
+                    },
+                    "limit": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 50,
+                        "description": "Most results to return (default 5).",
+                    },
                     "start_date": _string("Only messages on or after this ISO date or datetime."),
                     "end_date": _string("Only messages on or before this ISO date or datetime."),
                 },
@@ -48,8 +56,11 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "core_memory_replace",
             "Replace every occurrence of some text in a core memory block. An empty new_content deletes the text.",
             _object(
-                {"label": _LABEL, "old_content": _string("Exact text to replace." + _NO_NUMBERS),
-                 "new_content": _string("Replacement text." + _NO_NUMBERS)},
+                {
+                    "label": _LABEL,
+                    "old_content": _string("Exact text to replace." + _NO_NUMBERS),
+                    "new_content": _string("Replacement text." + _NO_NUMBERS),
+                },
                 ["label", "old_content", "new_content"],
             ),
         ),
@@ -58,8 +69,11 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "Replace one exact, unique occurrence of text in a memory block. Include enough surrounding text to make "
             "old_string unique. An empty new_string deletes it.",
             _object(
-                {"label": _LABEL, "old_string": _string("Exact text to replace; must occur exactly once." + _NO_NUMBERS),
-                 "new_string": _string("Replacement text." + _NO_NUMBERS)},
+                {
+                    "label": _LABEL,
+                    "old_string": _string("Exact text to replace; must occur exactly once." + _NO_NUMBERS),
+                    "new_string": _string("Replacement text." + _NO_NUMBERS),
+                },
                 ["label", "old_string", "new_string"],
             ),
         ),
@@ -67,23 +81,36 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "memory_insert",
             "Insert text into a memory block after a given line (0 = at the top; omit or -1 = at the end).",
             _object(
-                {"label": _LABEL, "new_string": _string("Text to insert." + _NO_NUMBERS),
-                 "insert_line": {"type": "integer", "description": "Line number after which to insert; 0 for the top, -1 for the end."}},
+                {
+                    "label": _LABEL,
+                    "new_string": _string("Text to insert." + _NO_NUMBERS),
+                    "insert_line": {
+                        "type": "integer",
+                        "description": "Line number after which to insert; 0 for the top, -1 for the end.",
+                    },
+                },
                 ["label", "new_string"],
             ),
         ),
         ToolSpec(
             "memory_rethink",
-            "Rewrite a memory block completely with new, reorganized content. Use it for large restructurings, "
-            "not small edits.",
-            _object({"label": _LABEL, "new_memory": _string("The complete new content of the block." + _NO_NUMBERS)}, ["label", "new_memory"]),
+            "Rewrite a memory block completely with new, reorganized content. Use it for large restructurings, not small edits.",
+            _object(
+                {"label": _LABEL, "new_memory": _string("The complete new content of the block." + _NO_NUMBERS)},
+                ["label", "new_memory"],
+            ),
         ),
         ToolSpec(
             "archival_memory_insert",
             "Store a piece of text in archival memory: long-term storage outside your context window, searchable "
             "by meaning later. Write self-contained text; add tags to group related entries.",
-            _object({"content": _string("The text to store."),
-                     "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags."}}, ["content"]),
+            _object(
+                {
+                    "content": _string("The text to store."),
+                    "tags": {"type": "array", "items": {"type": "string"}, "description": "Optional tags."},
+                },
+                ["content"],
+            ),
         ),
         ToolSpec(
             "archival_memory_search",
@@ -92,7 +119,11 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
                 {
                     "query": _string("What to look for, in natural language."),
                     "tags": {"type": "array", "items": {"type": "string"}, "description": "Only passages with these tags."},
-                    "tag_match_mode": {"type": "string", "enum": ["any", "all"], "description": "any (default): at least one tag; all: every tag."},
+                    "tag_match_mode": {
+                        "type": "string",
+                        "enum": ["any", "all"],
+                        "description": "any (default): at least one tag; all: every tag.",
+                    },
                     "top_k": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many results (default 5)."},
                     "start_datetime": _string("Only passages created at or after this ISO date or datetime."),
                     "end_datetime": _string("Only passages created at or before this ISO date or datetime."),
@@ -106,7 +137,10 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             "Apply a diff to memory. Single block: pass `label` and hunks separated by '@@', with ' ' context, '-' "
             "removed and '+' added lines. Several blocks: omit `label` and use '*** Add Block: L', "
             "'*** Update Block: L', '*** Delete Block: L' and '*** Move to: NEW' sections.",
-            _object({"label": _string("Block to patch (single-block mode)."), "patch": _string("The patch text." + _NO_NUMBERS)}, ["patch"]),
+            _object(
+                {"label": _string("Block to patch (single-block mode)."), "patch": _string("The patch text." + _NO_NUMBERS)},
+                ["patch"],
+            ),
         ),
         ToolSpec(
             "memory",
@@ -157,7 +191,14 @@ EMBEDDED_ARGUMENTS = {"archival_memory_insert": "content", "archival_memory_sear
 DEFAULT_TOOLS = {
     "letta_v1_agent": ("conversation_search", "memory_replace", "memory_insert"),
     "memgpt_v2_agent": ("send_message", "conversation_search", "memory_replace", "memory_insert"),
-    "memgpt_agent": ("send_message", "conversation_search", "core_memory_append", "core_memory_replace", "memory", "memory_apply_patch"),
+    "memgpt_agent": (
+        "send_message",
+        "conversation_search",
+        "core_memory_append",
+        "core_memory_replace",
+        "memory",
+        "memory_apply_patch",
+    ),
     "sleeptime_agent": ("memory_replace", "memory_insert", "memory_rethink", "memory_finish_edits"),
     "react_agent": (),
     "workflow_agent": (),

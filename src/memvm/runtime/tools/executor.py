@@ -4,15 +4,15 @@
 import inspect
 import json
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-from typing import Any, Literal, get_args, get_origin
+from typing import Any, get_args, get_origin
 
 from memvm.errors import DomainError
 from memvm.llm.types import ToolCall
-from memvm.tools import archival_tools, conversation_tools, memory_command, memory_tools
-from memvm.tools.context import ToolContext
+from memvm.runtime.tools import archival_tools, conversation_tools, memory_command, memory_tools
+from memvm.runtime.tools.context import ToolContext
+from memvm.runtime.tools.outcome import ToolOutcome
+from memvm.tools.builtin import TERMINAL_TOOLS
 from memvm.tools.schemas import RETURN_CHAR_LIMIT
-from memvm.tools.specs import TERMINAL_TOOLS
 
 Handler = Callable[..., Awaitable[str]]
 
@@ -30,19 +30,6 @@ HANDLERS: dict[str, Handler] = {
     "archival_memory_insert": archival_tools.archival_memory_insert,
     "archival_memory_search": archival_tools.archival_memory_search,
 }
-
-
-@dataclass(frozen=True)
-class ToolOutcome:
-    status: Literal["success", "error"]
-    message: str
-    terminal: bool = False
-    heartbeat: bool = False  # the model asked to get control back (request_heartbeat=true)
-    invalid_call: bool = False  # malformed arguments or unknown tool: the call itself was wrong
-
-    def for_model(self) -> str:
-        """The compact JSON the model reads as the tool result."""
-        return json.dumps({"status": "OK" if self.status == "success" else "Failed", "message": self.message}, ensure_ascii=False)
 
 
 async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
@@ -71,8 +58,10 @@ def _parse_arguments(call: ToolCall) -> dict[str, Any]:
     try:
         arguments = json.loads(call.arguments or "{}")
     except json.JSONDecodeError as error:
-        raise ValueError(f"The arguments of {call.name} are not valid JSON ({error.msg} at position {error.pos}). "
-                         "Call the tool again with a JSON object.") from None
+        raise ValueError(
+            f"The arguments of {call.name} are not valid JSON ({error.msg} at position {error.pos}). "
+            "Call the tool again with a JSON object."
+        ) from None
     if not isinstance(arguments, dict):
         raise ValueError(f"The arguments of {call.name} must be a JSON object, not {type(arguments).__name__}.")
     return arguments
@@ -85,7 +74,8 @@ def _check_arguments(name: str, arguments: dict[str, Any]) -> None:
     missing = sorted(key for key, p in parameters.items() if p.default is inspect.Parameter.empty and key not in arguments)
     if unknown or missing:
         parts = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + (
-            [f"missing required argument(s) {', '.join(missing)}"] if missing else [])
+            [f"missing required argument(s) {', '.join(missing)}"] if missing else []
+        )
         raise ValueError(f"{name}: {'; '.join(parts)}. Expected arguments: {', '.join(parameters)}.")
     for key, value in arguments.items():
         if value is not None and not _json_type_ok(parameters[key].annotation, value):
@@ -103,5 +93,3 @@ def _clip(message: str) -> str:
     if len(message) <= RETURN_CHAR_LIMIT:
         return message
     return message[:RETURN_CHAR_LIMIT] + f"\n… [truncated: the result exceeded {RETURN_CHAR_LIMIT} characters]"
-
-

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
-from memvm.archives.service import EmbeddingModel
+from memvm.embeddings.ports import EmbeddingModel
 
 
 @dataclass(frozen=True)

@@ -3,54 +3,44 @@ prompt-affecting change, so a stored prompt is never stale."""
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
+from importlib.resources import files
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
-from memvm.archives.repository import stats as archive_stats
-from memvm.messages.repository import recall_counts
-from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm import Agent, Block
+from memvm.prompts import repository
+
+DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 
 
-def compile_agent_prompt(agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime) -> str:
-    views = [
+def block_views(blocks: Sequence[Block]) -> list[BlockView]:
+    return [
         BlockView(label=b.label, value=b.value, limit=b.char_limit, description=b.description, read_only=b.read_only)
         for b in blocks
     ]
-    metadata = render_memory_metadata(
-        agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone
-    )
+
+
+def compile_agent_prompt(agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime) -> str:
+    metadata = render_memory_metadata(agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone)
     return compile_system_prompt(
-        system=agent.system, blocks=views, mode=RenderMode(agent.memory_render_mode), metadata=metadata
+        system=agent.system, blocks=block_views(blocks), mode=RenderMode(agent.memory_render_mode), metadata=metadata
     )
 
 
-async def attached_blocks(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
-    """Blocks of each agent in attachment order, read fresh (not from the identity map)."""
-    query = (
-        select(AgentBlock.agent_id, Block)
-        .join(Block, Block.id == AgentBlock.block_id)
-        .where(AgentBlock.agent_id.in_(agent_ids))
-        .order_by(AgentBlock.agent_id, AgentBlock.position)
-        .execution_options(populate_existing=True)
-    )
-    by_agent: dict[str, list[Block]] = {agent_id: [] for agent_id in agent_ids}
-    for agent_id, block in await session.execute(query):
-        by_agent[agent_id].append(block)
-    return by_agent
+async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
+    """Each agent's blocks in the order its prompt shows them (attachment order)."""
+    return await repository.blocks_in_prompt_order(session, agent_ids)
 
 
 async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> None:
-    """Lock the agents (in id order, so concurrent recompiles cannot deadlock), then compile
-    from the blocks as they are now and store the result."""
+    """Lock the agents, then compile from the blocks as they are now and store the result."""
     ids = sorted(set(agent_ids))
     if not ids:
         return
-    locked = select(Agent).where(Agent.id.in_(ids)).order_by(Agent.id).with_for_update()
-    agents = list(await session.scalars(locked.execution_options(populate_existing=True)))
-    blocks = await attached_blocks(session, ids)
+    agents = await repository.lock_agents(session, ids)
+    blocks = await repository.blocks_in_prompt_order(session, ids)
     stats = await memory_stats(session, ids)
     now = datetime.now(UTC)
     for agent in agents:
@@ -62,7 +52,7 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool) -> str:
     """What a recompile would store now, without storing it."""
-    blocks = await attached_blocks(session, [agent.id])
+    blocks = await repository.blocks_in_prompt_order(session, [agent.id])
     stats = await memory_stats(session, [agent.id])
     compiled_at = agent.system_compiled_at if keep_timestamp else datetime.now(UTC)
     return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at)
@@ -70,9 +60,9 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
     """Counts of what each agent has outside its prompt (never the content)."""
-    recall = await recall_counts(session, agent_ids)
+    recall = await repository.recall_counts(session, agent_ids)
     stats = {}
     for agent_id in agent_ids:
-        passages, tags = await archive_stats(session, agent_id)
+        passages, tags = await repository.archival_stats(session, agent_id)
         stats[agent_id] = MemoryStats(recall_messages=recall.get(agent_id, 0), archival_passages=passages, archival_tags=tags)
     return stats

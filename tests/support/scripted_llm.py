@@ -87,9 +87,7 @@ class ScriptedLLM:
         self._script.append(_Reply(content, calls, finish_reason, usage, reasoning, delay, drop_after))
         return self
 
-    def fail(
-        self, status: int, message: str = "boom", *, code: str | None = None, headers: dict | None = None
-    ) -> ScriptedLLM:
+    def fail(self, status: int, message: str = "boom", *, code: str | None = None, headers: dict | None = None) -> ScriptedLLM:
         """Queue an error response in OpenAI's {"error": {...}} shape."""
         self._script.append(_Failure(status, message, code, dict(headers or {})))
         return self
@@ -261,9 +259,7 @@ def _head(status: int, content_type: str, extra: dict[str, str], length: int | N
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
 
 
-async def _send_json(
-    writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None
-) -> None:
+async def _send_json(writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
     body = json.dumps(payload).encode()
     writer.write(_head(status, "application/json", headers or {}, len(body)) + body)
     await writer.drain()

@@ -4,8 +4,8 @@ from memvm.agents import service as agents
 from memvm.blocks import service as blocks
 from memvm.errors import MemoryEditError
 from memvm.memory import edits
-from memvm.tools.context import ToolContext
-from memvm.tools.memory_tools import create_block, locked_block, remove_block, write_value
+from memvm.runtime.tools.context import ToolContext
+from memvm.runtime.tools.memory_tools import create_block, locked_block, remove_block, write_value
 
 COMMANDS = ("view", "create", "str_replace", "insert", "delete", "rename")
 
@@ -51,7 +51,8 @@ async def memory(
 async def _view(ctx: ToolContext, path: str | None) -> str:
     if path is None or path.strip("/") in ("", "memories"):
         listing = [
-            f"- /memories/{block.label} ({len(block.value)}/{block.char_limit} chars){': ' + block.description if block.description else ''}"
+            f"- /memories/{block.label} ({len(block.value)}/{block.char_limit} chars)"
+            + (f": {block.description}" if block.description else "")
             for block in await agents.agent_blocks(ctx.session, ctx.agent_id)
         ]
         return "Memory blocks:\n" + ("\n".join(listing) if listing else "(none)")

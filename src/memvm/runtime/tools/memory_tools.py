@@ -1,24 +1,21 @@
 """Handlers of the core-memory tools. Every edit goes through the blocks service's single write
 path (limits, versions, history with the agent and step, recompile) on a row-locked block."""
 
-from sqlalchemy import func, select
-
-from memvm.agents import repository as agents_repository
 from memvm.agents import service as agents
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockCreate
 from memvm.errors import MemoryEditError
 from memvm.memory import edits
-from memvm.orm import AgentBlock, Block
-from memvm.tools.context import ToolContext
+from memvm.orm import Block
+from memvm.runtime.tools.context import ToolContext
 
 READ_ONLY = "This block is read-only and cannot be edited. Leave it as it is."
 
 
 async def locked_block(ctx: ToolContext, label: str, *, for_edit: bool = True) -> Block:
-    block = await agents_repository.lock_block_by_label(ctx.session, ctx.agent_id, label)
+    block = await agents.find_block(ctx.session, ctx.agent_id, label, lock=True)
     if block is None:
-        labels = ", ".join(sorted(await agents_repository.labels_of(ctx.session, ctx.agent_id))) or "none"
+        labels = ", ".join(sorted(await agents.block_labels(ctx.session, ctx.agent_id))) or "none"
         raise MemoryEditError(f"There is no memory block labelled '{label}'. Your blocks are: {labels}.")
     if for_edit and block.read_only:
         raise MemoryEditError(f"Memory block '{label}': {READ_ONLY}")
@@ -88,10 +85,12 @@ async def _apply_op(ctx: ToolContext, op: edits.PatchOp) -> str:
 
 
 async def create_block(ctx: ToolContext, label: str, value: str, description: str | None) -> Block:
-    if await agents_repository.block_by_label(ctx.session, ctx.agent_id, label) is not None:
+    if await agents.find_block(ctx.session, ctx.agent_id, label, lock=False) is not None:
         raise MemoryEditError(f"A memory block labelled '{label}' already exists; edit it instead or pick another path.")
     edits.check_no_line_numbers("file_text", value)
-    [block] = await blocks.create_blocks(ctx.session, [BlockCreate(label=label, value=value, description=description)], actor=ctx.actor)
+    [block] = await blocks.create_blocks(
+        ctx.session, [BlockCreate(label=label, value=value, description=description)], actor=ctx.actor
+    )
     await agents.attach_block(ctx.session, ctx.agent_id, block.id)
     return block
 
@@ -100,6 +99,5 @@ async def remove_block(ctx: ToolContext, label: str) -> None:
     """Detach the block; delete it too when no other agent shares it (no orphans)."""
     block = await locked_block(ctx, label)
     await agents.detach_block(ctx.session, ctx.agent_id, block.id)
-    holders = await ctx.session.scalar(select(func.count()).where(AgentBlock.block_id == block.id))
-    if holders == 0:
+    if not await blocks.agents_showing(ctx.session, block.id):
         await blocks.delete_block(ctx.session, block.id, actor=ctx.actor)

@@ -3,6 +3,9 @@
 import asyncpg
 from sqlalchemy.engine import make_url
 
+# The migrated database every test database is cloned from (CREATE DATABASE ... TEMPLATE).
+TEMPLATE_DB = "memvm_template"
+
 
 def with_database(url: str, database: str) -> str:
     return make_url(url).set(database=database).render_as_string(hide_password=False)

@@ -3,9 +3,9 @@
 import json
 
 from memvm.errors import InvalidInput
+from memvm.runtime.tools.context import ToolContext
 from memvm.search.conversation import QueryVector, search_messages
 from memvm.search.dates import parse_bound
-from memvm.tools.context import ToolContext
 
 SEARCHABLE_ROLES = ("user", "assistant", "tool")
 
@@ -30,13 +30,25 @@ async def conversation_search(
     values = ctx.vector_for(query)
     vector = QueryVector(ctx.embedding.model, ctx.embedding.dim, values) if values is not None and ctx.embedding else None
     hits = await search_messages(
-        ctx.session, agent_ids=[ctx.agent_id], query=query, vector=vector, roles=roles or (), limit=limit or 5,
+        ctx.session,
+        agent_ids=[ctx.agent_id],
+        query=query,
+        vector=vector,
+        roles=roles or (),
+        limit=limit or 5,
         exclude_run_id=ctx.run_id,
         start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone),
         end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone),
     )
     if not hits:
         return json.dumps({"message": "No results found.", "results": []})
-    results = [{"timestamp": h.message.created_at.isoformat(timespec="seconds"), "role": h.message.role,
-                "content": h.message.content, "relevance": round(h.score.rrf_score, 5)} for h in hits]
+    results = [
+        {
+            "timestamp": h.message.created_at.isoformat(timespec="seconds"),
+            "role": h.message.role,
+            "content": h.message.content,
+            "relevance": round(h.score.rrf_score, 5),
+        }
+        for h in hits
+    ]
     return json.dumps({"message": f"Showing {len(results)} results:", "results": results}, ensure_ascii=False)

@@ -1,7 +1,8 @@
-"""Small helpers shared by the SDK conformance tests."""
+"""Small helpers shared by the SDK conformance tests (tests/sdk)."""
 
 import json
 import re
+import uuid
 
 import httpx
 from letta_client import AsyncLetta
@@ -9,6 +10,11 @@ from letta_client.types import AgentState
 
 MODEL = "openai/scripted-model"
 MISSING_AGENT = "agent-00000000-0000-4000-8000-000000000000"
+
+
+def unique(prefix: str) -> str:
+    """A name no other test on the module's shared server uses."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 async def new_agent(letta: AsyncLetta, **fields) -> AgentState:

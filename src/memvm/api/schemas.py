@@ -1,0 +1,105 @@
+"""Response shapes of routes whose results are assembled here rather than by a domain schema, so
+that /openapi.json describes every response."""
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from memvm.archives.schemas import PassageRead
+
+
+class Deleted(BaseModel):
+    message: str
+
+
+class LettaMessage(BaseModel):
+    """One member of the Letta message union; `message_type` says which (user_message,
+    assistant_message, reasoning_message, tool_call_message, tool_return_message, …) and which
+    further fields it carries."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    date: str
+    message_type: str
+
+
+class ContextWindowOverview(BaseModel):
+    """Token estimates (about 4 characters per token) of what the model would receive now."""
+
+    context_window_size_max: int
+    context_window_size_current: int
+    num_messages: int
+    num_archival_memory: int
+    num_messages_pending_embedding: int
+    num_recall_memory: int
+    num_tokens_system: int
+    system_prompt: str
+    num_tokens_core_memory: int
+    core_memory: str
+    num_tokens_functions_definitions: int
+    functions_definitions: list[dict[str, Any]]
+    num_tokens_summary_memory: int
+    summary_memory: str | None
+    num_tokens_messages: int
+    messages: list[dict[str, Any]]
+    num_tokens_external_memory_summary: int
+    external_memory_summary: str
+
+
+class CompactionResult(BaseModel):
+    summary: str
+    num_messages_before: int
+    num_messages_after: int
+
+
+class AgentPassageHit(BaseModel):
+    id: str
+    content: str
+    tags: list[str]
+    relevance: float
+    timestamp: str  # in the agent's timezone
+
+
+class AgentPassageSearch(BaseModel):
+    results: list[AgentPassageHit]
+    count: int
+
+
+class PassageSearchResult(BaseModel):
+    passage: PassageRead
+    score: float
+    metadata: dict[str, Any]
+
+
+class AgentRef(BaseModel):
+    id: str
+
+
+class MessageSearchResult(BaseModel):
+    message_type: str
+    message_id: str
+    agent_id: str
+    conversation_id: str | None
+    created_at: str
+    content: str
+
+
+class StoredMessage(BaseModel):
+    id: str
+    agent_id: str
+    role: str
+    content: str | None
+    tool_call_id: str | None
+    name: str | None
+    created_at: str
+    run_id: str | None
+    step_id: str | None
+
+
+class RankedMessageSearchResult(BaseModel):
+    embedded_text: str | None
+    message: StoredMessage
+    fts_rank: int | None
+    vector_rank: int | None
+    rrf_score: float

@@ -1,0 +1,49 @@
+"""All tool SQL."""
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import Select, delete, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.db.dml import rows_affected
+from memvm.orm import AgentTool, Tool
+
+
+async def upsert_by_name(session: AsyncSession, row: dict[str, Any]) -> None:
+    """Insert, or refresh the description, schema and type of the tool with this name (safe when
+    several replicas start at once)."""
+    statement = insert(Tool).values(**row)
+    await session.execute(
+        statement.on_conflict_do_update(
+            index_elements=[Tool.name],
+            set_={
+                "description": statement.excluded.description,
+                "json_schema": statement.excluded.json_schema,
+                "tool_type": statement.excluded.tool_type,
+            },
+        )
+    )
+
+
+def list_query(*, name: str | None) -> Select[Tool]:
+    query = select(Tool)
+    return query if name is None else query.where(Tool.name == name)
+
+
+async def get(session: AsyncSession, tool_id: str) -> Tool | None:
+    return await session.get(Tool, tool_id)
+
+
+async def by_names(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
+    return list(await session.scalars(select(Tool).where(Tool.name.in_(names))))
+
+
+async def of_agent(session: AsyncSession, agent_id: str) -> list[Tool]:
+    query = select(Tool).join(AgentTool, AgentTool.tool_id == Tool.id).where(AgentTool.agent_id == agent_id)
+    return list(await session.scalars(query.order_by(AgentTool.position)))
+
+
+async def detach(session: AsyncSession, agent_id: str, tool_id: str) -> int:
+    return await rows_affected(session, delete(AgentTool).where(AgentTool.agent_id == agent_id, AgentTool.tool_id == tool_id))

@@ -1,1 +1,0 @@
-"""In-process fakes of external services for tests (real sockets, no threads)."""

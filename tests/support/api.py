@@ -1,0 +1,55 @@
+"""The app under test, and small request helpers shared by tests that speak HTTP to it."""
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import httpx
+from fastapi import FastAPI
+
+from memvm.config import Settings
+from memvm.db.database import DatabaseTarget
+from memvm.main import create_app
+
+
+def build_app(settings: Settings) -> FastAPI:
+    """The app on the test's database, its target already resolved (as `memvm serve` does before logging it)."""
+    return create_app(settings, database=DatabaseTarget(settings.database_url, "test database"))
+
+
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on a started app (lifespan run) built from `settings`."""
+    app = build_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:
+            yield http
+
+
+async def create_agent(client: httpx.AsyncClient, **fields) -> dict:
+    body = {"memory_blocks": [{"label": "human", "value": "Name: Bob"}, {"label": "persona", "value": "I am Sam."}]}
+    body.update(fields)
+    response = await client.post("/v1/agents/", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def create_block(client: httpx.AsyncClient, **fields) -> dict:
+    body = {"label": "notes", "value": "shared notes"}
+    body.update(fields)
+    response = await client.post("/v1/blocks/", json=body)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def compiled_prompt(client: httpx.AsyncClient, agent_id: str) -> str:
+    """The stored prompt: a dry run that keeps the stored timestamp equals what is stored."""
+    response = await client.post(f"/v1/agents/{agent_id}/recompile", params={"dry_run": "true"})
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+async def table_counts(db) -> dict[str, int]:
+    return {
+        table: await db.fetchval(f"SELECT count(*) FROM {table}") for table in ("agent", "block", "agent_block", "block_change")
+    }

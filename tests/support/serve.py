@@ -1,0 +1,110 @@
+"""Running the real `memvm` console script as a child process, spoken to over loopback TCP.
+
+Every wait is bounded, every started process is stopped in a `finally` (SIGINT, then SIGKILL),
+and each server's combined stdout+stderr goes to a file so failures can show it.
+"""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memvm import __version__
+
+HEALTH_TIMEOUT = 30.0
+STOP_TIMEOUT = 15.0
+
+
+def memvm_command(*args: str) -> list[str]:
+    """The installed `memvm` console script next to this interpreter, else `python -m memvm.cli`."""
+    script = Path(sys.executable).with_name("memvm")
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script), *args]
+    return [sys.executable, "-m", "memvm.cli", *args]
+
+
+def child_env(**memvm_settings: str) -> dict[str, str]:
+    """This environment without any MEMVM_* variable, plus the given ones."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(memvm_settings)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    def __init__(self, process: subprocess.Popen, log_path: Path, base_url: str) -> None:
+        self.process = process
+        self.log_path = log_path
+        self.base_url = base_url
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def first_line(self) -> str:
+        lines = self.log().splitlines()
+        return lines[0] if lines else ""
+
+    def wait_healthy(self) -> None:
+        deadline = time.monotonic() + HEALTH_TIMEOUT
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                pytest.fail(f"memvm serve exited early with code {self.process.returncode}; log:\n{self.log()}")
+            try:
+                response = httpx.get(f"{self.base_url}/v1/health/", timeout=2.0)
+                if response.status_code == 200:
+                    assert response.json() == {"version": __version__, "status": "ok"}
+                    return
+                last_error = RuntimeError(f"health answered {response.status_code}: {response.text}")
+            except httpx.TransportError as error:
+                last_error = error
+            time.sleep(0.1)
+        pytest.fail(f"memvm serve not healthy after {HEALTH_TIMEOUT:.0f}s ({last_error!r}); log:\n{self.log()}")
+
+    def interrupt(self, signum: signal.Signals = signal.SIGINT) -> int:
+        """Send `signum` (SIGINT is Ctrl-C; SIGTERM is what docker and systemd send) and return
+        the exit code; fails if it takes longer than STOP_TIMEOUT."""
+        self.process.send_signal(signum)
+        try:
+            return self.process.wait(timeout=STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"memvm serve still running {STOP_TIMEOUT:.0f}s after {signum.name}; log:\n{self.log()}")
+
+
+@contextlib.contextmanager
+def serve(log_path: Path, env: dict[str, str], *args: str, port: int) -> Iterator[Served]:
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            memvm_command("serve", *args),
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a Ctrl-C on pytest must not also reach the server directly
+        )
+    served = Served(process, log_path, f"http://127.0.0.1:{port}")
+    try:
+        served.wait_healthy()
+        yield served
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_TIMEOUT)
