@@ -44,6 +44,8 @@ EXPOSE 8283
 HEALTHCHECK --interval=15s --timeout=5s --start-period=60s --retries=3 \
   CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/v1/health/' % os.environ.get('MEMVM_PORT', '8283'), timeout=3)"]
 
+# Listening on every interface needs authentication: without MEMVM_ADMIN_API_KEY (or keys in the
+# database) the server refuses to start and says how to make a key.
 # Exec form: memvm is PID 1 and gets SIGTERM directly for a clean uvicorn shutdown.
 # The port comes from MEMVM_PORT so the healthcheck and server always agree.
 CMD ["memvm", "serve", "--host", "0.0.0.0"]

@@ -7,6 +7,8 @@
 #   bench/run.sh --op-seconds 4 --concurrency 1,4,16    # any other flag goes to workload.py run
 #   bench/run.sh search [--quick] [flags]   # search targets (search_bench.py): archival search at
 #                           # 10k/100k passages, hybrid message search at 100k messages, embedding throughput
+#   bench/run.sh auth [--quick] [flags]     # cost of authentication: the same cheap ops against memvm in
+#                           # local mode and with an organization key, one workload.py run, two data dirs
 #
 # Uses the shared harness by path (not copied): $BENCH_SHARED_DIR, default <repo>/../shared/bench.
 # Everything is on 127.0.0.1; every process started here is stopped at the end (trap), and the
@@ -17,12 +19,15 @@
 #   BENCH_PYTHON       python with httpx (default python3)
 #   MEMVM_BIN          memvm executable (default: next to BENCH_PYTHON, else `memvm` on PATH)
 #   BENCH_PORT         memvm port (9283)          BENCH_LLM_PORT   fake LLM port (8399)
-#   BENCH_OPS          comma list of workload ops (default: all of them, archival included)
+#   BENCH_AUTH_PORT    auth mode: port of the authenticated memvm (BENCH_PORT + 1)
+#   BENCH_AUTH_FIRST=1 auth mode: run the authenticated target first (default: local mode first)
+#   BENCH_OPS          comma list of workload ops (default: all of them, archival included;
+#                      auth mode: get_agent,get_block,list_blocks,patch_block,recompile,send_message)
 #   BENCH_LETTA_JSON   Letta result JSON (default $BENCH_SHARED_DIR/results-letta-0.16.8.json)
 #   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
-#   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick;
-#                      search mode: 1500; 600 with --quick)
+#   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick, also
+#                      in auth mode; search mode: 1500; 600 with --quick)
 #   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
 set -uo pipefail
 
@@ -41,13 +46,18 @@ LETTA_COMPARE=${BENCH_LETTA_COMPARE:-letta-0.16.8,letta-0.16.8-pooled}
 OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach_detach_block,recompile,insert_passage,search_passages,send_message,list_messages}
 
 MODE=workload
-if [ "${1:-}" = search ]; then MODE=search; shift; fi
+case "${1:-}" in
+  search|auth) MODE=$1; shift ;;
+esac
+# auth mode: cheap ops, where one more SELECT per request shows, and one agent turn
+[ "$MODE" = auth ] && OPS=${BENCH_OPS:-get_agent,get_block,list_blocks,patch_block,recompile,send_message}
+AUTH_PORT=${BENCH_AUTH_PORT:-$((PORT + 1))}
 QUICK=0
 EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,26p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -55,6 +65,8 @@ done
 QUICK_ARGS=()
 if [ "$QUICK" = 1 ]; then
   QUICK_ARGS=(--quick)
+  # auth mode: the same durations, but workload.py's --quick would also force the archival scaling phase
+  [ "$MODE" = auth ] && QUICK_ARGS=(--op-seconds 2 --op-max 200 --create-max 20 --slow-op-seconds 4)
 fi
 if [ "$MODE" = search ]; then
   TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 600 || echo 1500)}
@@ -64,7 +76,7 @@ fi
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 
-if [ "$MODE" = workload ]; then
+if [ "$MODE" != search ]; then
   [ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
   [ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
 else
@@ -91,9 +103,10 @@ wait_ok() {
   return 1
 }
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
-[ "$MODE" = workload ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+[ "$MODE" != search ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+[ "$MODE" = auth ] && port_busy "$AUTH_PORT" && die "127.0.0.1:$AUTH_PORT is already in use (set BENCH_AUTH_PORT)"
 
-SUFFIX=$([ "$MODE" = search ] && echo "-search" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
+SUFFIX=$([ "$MODE" != workload ] && echo "-$MODE" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
 RESULTS="$BENCH/results"
 mkdir -p "$RESULTS"
 STAMP=$(date -u +%Y-%m-%dT%H%MZ)
@@ -106,20 +119,27 @@ OUT_CMP="$RESULTS/$STAMP-memvm$SUFFIX-vs-letta.md"
 WORK=$(mktemp -d /tmp/memvm-bench.XXXXXX)
 chmod 755 "$WORK"   # the embedded Postgres may run as its own system user (when run as root)
 DATA="$WORK/data"
+DATA_DIRS=("$DATA")
+if [ "$MODE" = auth ]; then  # one embedded database per target: neither run sees the other's data
+  DATA="$WORK/data-local"
+  DATA_AUTH="$WORK/data-auth"
+  DATA_DIRS=("$DATA" "$DATA_AUTH")
+fi
 FAKE_PID=""
 WL_PID=""
 SERVER_PID=""
 
 # ---------------------------------------------------------------- cleanup (only what we started)
-memvm_pids() {  # memvm processes whose environment names our private data dir
-  local p
+memvm_pids() {  # memvm processes whose environment names one of our private data dirs
+  local p d pats=()
+  for d in "${DATA_DIRS[@]}"; do pats+=(-e "MEMVM_DATA_DIR=$d"); done
   for p in /proc/[0-9]*; do
-    { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qx "MEMVM_DATA_DIR=$DATA" && echo "${p#/proc/}"
+    { tr '\0' '\n' < "$p/environ"; } 2>/dev/null | grep -qxF "${pats[@]}" && echo "${p#/proc/}"
   done
 }
 wait_gone() { local i; for i in $(seq 1 "$2"); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.5; done; return 1; }
 cleanup() {
-  local rc=$? p
+  local rc=$? p d f n
   trap - EXIT INT TERM
   if [ -n "$WL_PID" ] && kill -0 "$WL_PID" 2>/dev/null; then
     kill -INT "$WL_PID" 2>/dev/null; wait_gone "$WL_PID" 60 || kill -KILL "$WL_PID" 2>/dev/null
@@ -127,16 +147,21 @@ cleanup() {
   for p in $(memvm_pids); do
     kill -TERM "$p" 2>/dev/null; wait_gone "$p" 40 || kill -KILL "$p" 2>/dev/null
   done
-  if [ -f "$DATA/pg/postmaster.pid" ]; then
-    p=$(head -1 "$DATA/pg/postmaster.pid")
+  for d in "${DATA_DIRS[@]}"; do
+    [ -f "$d/pg/postmaster.pid" ] || continue
+    p=$(head -1 "$d/pg/postmaster.pid")
     if [ -n "$p" ] && kill -0 "$p" 2>/dev/null; then
       kill -INT "$p" 2>/dev/null; wait_gone "$p" 30 || kill -QUIT "$p" 2>/dev/null
     fi
-  fi
+  done
   if [ -n "$FAKE_PID" ] && kill -0 "$FAKE_PID" 2>/dev/null; then
     kill -TERM "$FAKE_PID" 2>/dev/null; wait_gone "$FAKE_PID" 10 || kill -KILL "$FAKE_PID" 2>/dev/null
   fi
-  [ -f "$WORK/memvm.log" ] && cp "$WORK/memvm.log" "$RESULTS/$STAMP-memvm$SUFFIX-server.log"
+  for f in "$WORK"/memvm*.log; do  # memvm.log, or memvm-local.log and memvm-auth.log
+    [ -f "$f" ] || continue
+    n=${f##*/memvm}
+    cp "$f" "$RESULTS/$STAMP-memvm$SUFFIX${n%.log}-server.log"
+  done
   if [ "${BENCH_KEEP_DATA:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
@@ -148,7 +173,7 @@ if [ "$MODE" = search ]; then
   SEARCH_ARGS=()
   [ "$QUICK" = 1 ] && SEARCH_ARGS=(--quick)
   # No LLM is needed: search never calls the chat model. memvm runs with its defaults (local embeddings).
-  env -u MEMVM_DATABASE_URL MEMVM_DATA_DIR="$DATA" MEMVM_OPENAI_API_KEY=x \
+  env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR="$DATA" MEMVM_OPENAI_API_KEY=x \
     "$MEMVM_BIN" serve --host 127.0.0.1 --port "$PORT" > "$WORK/memvm.log" 2>&1 &
   SERVER_PID=$!
   T0=$(date +%s)
@@ -178,9 +203,101 @@ wait_ok "http://127.0.0.1:$LLM_PORT/health" "$FAKE_PID" "$WORK/fake_llm.log" 100
 echo "fake LLM up on $LLM_URL (pid $FAKE_PID)"
 
 # ---------------------------------------------------------------- memvm + workload
-SERVER_CMD="exec env -u MEMVM_DATABASE_URL MEMVM_DATA_DIR=$(printf %q "$DATA") \
+# server_cmd DATA_DIR PORT: how workload.py starts memvm on its own embedded database. No admin key from
+# the caller's shell: whether keys are required is decided by the database alone (auth mode makes one).
+server_cmd() {
+  echo "exec env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR=$(printf %q "$1") \
 MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x \
-$(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $PORT"
+$(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $2"
+}
+
+# ---------------------------------------------------------------- auth mode: local mode vs. an organization key
+if [ "$MODE" = auth ]; then
+  OUT_COST="$RESULTS/$STAMP-memvm$SUFFIX-cost.md"
+  memvm_cli() {  # memvm_cli DATA_DIR ARGS...: a memvm command on that embedded database, output to setup.log
+    env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR="$1" "$MEMVM_BIN" "${@:2}" 2>> "$WORK/setup.log"
+  }
+  pg_released() {  # the command's embedded postmaster must be gone before memvm serve opens the same dir
+    local p
+    [ -f "$1/pg/postmaster.pid" ] || return 0
+    p=$(head -1 "$1/pg/postmaster.pid")
+    [ -z "$p" ] || wait_gone "$p" 30 || die "the embedded postmaster of $1 (pid $p) did not stop"
+  }
+  # Both databases are created and migrated before either server starts, so both cold starts do the same
+  # work. The key has to be made now: `memvm keys create` cannot open a database a running server holds.
+  memvm_cli "$DATA" db upgrade >> "$WORK/setup.log" || die "memvm db upgrade failed: $(tail -5 "$WORK/setup.log")"
+  pg_released "$DATA"
+  KEY=$(memvm_cli "$DATA_AUTH" keys create --org bench --name bench-auth | tail -1)
+  pg_released "$DATA_AUTH"
+  case "$KEY" in mvk_*) ;; *) die "memvm keys create printed no key: $(tail -5 "$WORK/setup.log")" ;; esac
+  echo "databases ready: $DATA (local mode), $DATA_AUTH (organization 'bench', key ${KEY:0:12}…)"
+
+  # Targets run one after the other (workload.py starts, measures and stops each server in turn).
+  TARGETS="$WORK/targets.json"
+  (umask 077; BENCH_AUTH_KEY=$KEY "$PY" - "$TARGETS" "${BENCH_AUTH_FIRST:-0}" \
+    local "$PORT" "$DATA" "$(server_cmd "$DATA" "$PORT")" \
+    auth "$AUTH_PORT" "$DATA_AUTH" "$(server_cmd "$DATA_AUTH" "$AUTH_PORT")" <<'PYEOF'
+import json, os, sys
+out, auth_first, specs = sys.argv[1], sys.argv[2] == "1", sys.argv[3:]
+work = os.path.dirname(out)
+targets = []
+for name, port, data, cmd in zip(specs[0::4], specs[1::4], specs[2::4], specs[3::4]):
+    t = {"name": name, "base_url": f"http://127.0.0.1:{port}", "server_cmd": cmd,
+         "server_log": f"{work}/memvm-{name}.log", "pg_dsn": f"postgresql://postgres@/postgres?host={data}/pg"}
+    if name == "auth":
+        t["auth_header"] = "Authorization: Bearer " + os.environ["BENCH_AUTH_KEY"]
+    targets.append(t)
+json.dump(targets[::-1] if auth_first else targets, open(out, "w"), indent=1)
+PYEOF
+  ) || die "could not write $TARGETS"
+
+  echo "memvm auth-cost bench: ops=$OPS quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
+  LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+  T0=$(date +%s)
+  # No seed passages and no archival scaling: none of the default ops reads them (later flags still win).
+  timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run \
+    --targets "$TARGETS" --psql "$PSQL" --llm-url "$LLM_URL" \
+    --ops "$OPS" --start-timeout 120 --seed-passages 0 --scale-sizes '' \
+    "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
+    --out-json "$OUT_JSON" --out-md "$OUT_MD" &
+  WL_PID=$!
+  wait "$WL_PID"; WL_RC=$?
+  WL_PID=""
+  LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "workload finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average before: $LOAD0, after: $LOAD1"
+  [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC); server logs: $RESULTS/$STAMP-memvm$SUFFIX-{local,auth}-server.log"
+  # workload.py copies each target (auth_header included) into its JSON: keep the key out of results/
+  "$PY" - "$OUT_JSON" <<'PYEOF'
+import json, sys
+report = json.load(open(sys.argv[1]))
+for t in report["targets"]:
+    if t["target"].get("auth_header"):
+        t["target"]["auth_header"] = t["target"]["auth_header"][: len("Authorization: Bearer mvk_")] + "…(redacted)"
+json.dump(report, open(sys.argv[1], "w"), indent=1, default=str)
+PYEOF
+  # Which mode each server says it is in (memvm logs it at start).
+  MODES=""
+  for n in local auth; do
+    m=$(grep -m1 -o 'authentication o[nf]f\{0,1\}[^:]*' "$WORK/memvm-$n.log" 2>/dev/null)
+    MODES="$MODES${MODES:+; }$n: ${m:-no mode line in its log}"
+  done
+  {
+    echo "# memvm: cost of authentication — $STAMP$SUFFIX"
+    echo
+    echo "Load average (1/5/15 min) before the workload: $LOAD0; after: $LOAD1 (other processes share these cores)."
+    echo "Server modes, from their logs: $MODES."
+    echo
+    "$PY" "$BENCH/auth_cost.py" "$OUT_JSON"
+  } > "$OUT_COST"
+  cat "$OUT_COST"
+  echo
+  echo "results: $OUT_JSON"
+  echo "         $OUT_MD"
+  echo "         $OUT_COST"
+  exit "$WL_RC"
+fi
+
+SERVER_CMD=$(server_cmd "$DATA" "$PORT")
 
 echo "memvm bench: ops=$OPS quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -1,16 +1,18 @@
 """Quickstart: a stateful agent through the official Letta Python SDK (`pip install letta-client`).
 
-The same script runs against a Letta server or memvm; only the base URL differs.
+The same script runs against a Letta server or memvm; only the base URL (and key) differ.
 
     memvm serve                                  # listens on http://127.0.0.1:8283
     MEMVM_URL=http://127.0.0.1:8283 MEMVM_MODEL=openai/gpt-4o-mini python examples/sdk_quickstart.py
+
+A server with keys (MEMVM_ADMIN_API_KEY, or `memvm keys create --org NAME`) wants one: set MEMVM_API_KEY.
 """
 
 import os
 
 from letta_client import Letta
 
-client = Letta(base_url=os.environ.get("MEMVM_URL", "http://127.0.0.1:8283"))
+client = Letta(base_url=os.environ.get("MEMVM_URL", "http://127.0.0.1:8283"), api_key=os.environ.get("MEMVM_API_KEY"))
 model = os.environ.get("MEMVM_MODEL", "openai/gpt-4o-mini")
 
 # 1. An agent with two core-memory blocks: always in its prompt, and editable by the agent itself.

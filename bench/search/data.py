@@ -14,6 +14,8 @@ from typing import Any
 import asyncpg
 import numpy as np
 
+from memvm.actors import DEFAULT_ORGANIZATION_ID
+
 from .common import COMMON_TAG, DIM, MODEL, RARE_TAG, log
 from .queries import QUERIES
 
@@ -278,11 +280,23 @@ class Loader:
                     [RARE_TAG] if u[i] < 0.02 else ([COMMON_TAG] if u[i] < 0.22 else []),
                     "{}",
                     "api",
+                    DEFAULT_ORGANIZATION_ID,
                 )
                 for i, c in enumerate(clusters)
             ]
 
-        columns = ["id", "archive_id", "text", "embedding", "embedding_model", "embedding_dim", "tags", "metadata", "writer_type"]
+        columns = [
+            "id",
+            "archive_id",
+            "text",
+            "embedding",
+            "embedding_model",
+            "embedding_dim",
+            "tags",
+            "metadata",
+            "writer_type",
+            "organization_id",
+        ]
         await self._copy("passage", columns, n, vm, rows)
         return {"rows": n, "rare_tagged": rare, "copy_seconds": round(time.perf_counter() - t0, 1)}
 
@@ -305,6 +319,7 @@ class Loader:
                     MODEL,
                     DIM,
                     base + (off + i) * step,
+                    DEFAULT_ORGANIZATION_ID,
                 )
                 for i, c in enumerate(clusters)
             ]
@@ -320,6 +335,7 @@ class Loader:
             "embedding_model",
             "embedding_dim",
             "created_at",
+            "organization_id",  # the bench's server runs unauthenticated: its agent is in the default organization
         ]
         await self._copy("message", columns, n, vm, rows)
         return {"rows": n, "copy_seconds": round(time.perf_counter() - t0, 1)}

@@ -1,16 +1,19 @@
-"""`memvm` command line: serve, db upgrade, version."""
+"""`memvm` command line: serve, db upgrade, keys, version."""
 
 import argparse
 import asyncio
 import logging
 import signal
 import sys
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from memvm import __version__
 from memvm.config import Settings
 
 if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncSession
+
     from memvm.db.database import DatabaseTarget
 
 log = logging.getLogger("memvm")
@@ -33,7 +36,25 @@ def _parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the HTTP server (embedded PostgreSQL unless MEMVM_DATABASE_URL is set)")
     serve.add_argument("--host", help="interface to listen on (default 127.0.0.1, or MEMVM_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (default 8283, or MEMVM_PORT)")
+    serve.add_argument(
+        "--insecure",
+        action="store_const",
+        const=True,
+        help="allow a non-loopback host without any API key (MEMVM_INSECURE); anyone who reaches it has full access",
+    )
     serve.set_defaults(run=_serve)
+
+    keys = commands.add_parser("keys", help="API keys (in MEMVM_DATABASE_URL, or the embedded database when no server holds it)")
+    key_commands = keys.add_subparsers(title="keys commands")
+    create = key_commands.add_parser("create", help="create a key for an organization (created on first use); prints the key")
+    create.add_argument("--org", required=True, help="organization name")
+    create.add_argument("--name", default="", help="a label to recognise the key by")
+    create.set_defaults(run=lambda args: _with_accounts(args, _create_key))
+    listing = key_commands.add_parser("list", help="list keys (never their secrets)")
+    listing.set_defaults(run=lambda args: _with_accounts(args, _list_keys))
+    revoke = key_commands.add_parser("revoke", help="revoke a key at once, on every server")
+    revoke.add_argument("id", help="the key's id (apikey-...)")
+    revoke.set_defaults(run=lambda args: _with_accounts(args, _revoke_key))
 
     db = commands.add_parser("db", help="database maintenance").add_subparsers(title="db commands")
     upgrade = db.add_parser("upgrade", help="migrate the database to the latest schema, printing current → target")
@@ -45,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {key: value for key in ("host", "port") if (value := getattr(args, key, None)) is not None}
+    overrides = {key: value for key in ("host", "port", "insecure") if (value := getattr(args, key, None)) is not None}
     return Settings(**overrides)
 
 
@@ -97,6 +118,71 @@ async def _upgrade(target: "DatabaseTarget", settings: Settings) -> int:
         return 0
     finally:
         await engine.dispose()
+
+
+AccountsCommand = Callable[[argparse.Namespace, "AsyncSession"], Awaitable[int]]
+
+
+def _with_accounts(args: argparse.Namespace, command: AccountsCommand) -> int:
+    from memvm.db.database import embedded_server_pid, resolve_database
+
+    settings = _settings(args)
+    if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
+        print(
+            f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "
+            "this command cannot open it. Stop `memvm serve` and run it again, or use the running server's admin "
+            "API (POST /v1/admin/api-keys with the admin key).",
+            file=sys.stderr,
+        )
+        return 1
+    return asyncio.run(_run_accounts(resolve_database(settings), settings, args, command))
+
+
+async def _run_accounts(target: "DatabaseTarget", settings: Settings, args: argparse.Namespace, command: AccountsCommand) -> int:
+    from memvm.db.engine import build_engine, build_sessionmaker
+    from memvm.db.migrate import upgrade_to_head
+    from memvm.db.tenancy import ALL_ORGANIZATIONS
+    from memvm.db.uow import transaction
+
+    engine = build_engine(target.url, settings)
+    try:
+        if settings.migrate_on_start:
+            await upgrade_to_head(engine)
+        async with transaction(build_sessionmaker(engine), ALL_ORGANIZATIONS) as session:
+            return await command(args, session)
+    finally:
+        await engine.dispose()
+
+
+async def _create_key(args: argparse.Namespace, session: "AsyncSession") -> int:
+    from memvm.accounts import service
+
+    created = await service.create_key(session, args.org, args.name)
+    print(f"created {created.id} in organization {created.organization!r}; the key is shown only now:", file=sys.stderr)
+    print(created.key)
+    return 0
+
+
+async def _list_keys(args: argparse.Namespace, session: "AsyncSession") -> int:
+    from memvm.accounts import service
+
+    for key in await service.list_keys(session):
+        state = f"revoked {key.revoked_at:%Y-%m-%d %H:%M}" if key.revoked_at else "active"
+        print(f"{key.id}  {key.prefix}…  {key.organization}  {key.name or '-'}  {state}")
+    return 0
+
+
+async def _revoke_key(args: argparse.Namespace, session: "AsyncSession") -> int:
+    from memvm.accounts import service
+    from memvm.errors import NotFound
+
+    try:
+        await service.revoke_key(session, args.id)
+    except NotFound as error:
+        print(error.message, file=sys.stderr)
+        return 1
+    print(f"revoked {args.id}")
+    return 0
 
 
 if __name__ == "__main__":

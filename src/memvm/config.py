@@ -27,6 +27,13 @@ class Settings(BaseSettings):
     log_level: str = "info"
     migrate_on_start: bool = True
 
+    # Access control: with an admin key (or once any API key exists) every route but /v1/health/
+    # needs a key. Without, the server is for this machine only: a non-loopback host is refused
+    # unless `insecure` says the operator means it.
+    admin_api_key: SecretStr | None = None
+    insecure: bool = False
+    max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
+
     # The model: any OpenAI-compatible endpoint. The SDK's own variables work too.
     openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("MEMVM_OPENAI_API_KEY", "OPENAI_API_KEY"))
     openai_base_url: str | None = Field(None, validation_alias=AliasChoices("MEMVM_OPENAI_BASE_URL", "OPENAI_BASE_URL"))

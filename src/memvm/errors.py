@@ -1,7 +1,9 @@
 """Domain errors. The HTTP layer maps each class to a status in one table (api/errors.py).
 
 DomainError
-├── NotFound            the addressed thing does not exist
+├── Unauthenticated     no key, or an unknown or revoked one
+├── Forbidden           a valid key that may not do this (an organization key on the admin API)
+├── NotFound            the addressed thing does not exist (or belongs to another organization)
 ├── Conflict            the request clashes with current state (duplicate label, …)
 ├── InvalidInput        well-formed but unacceptable input (value over limit, bad timezone, …)
 ├── PreconditionFailed  If-Match named a version that is no longer current
@@ -21,6 +23,14 @@ class DomainError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+class Unauthenticated(DomainError):
+    pass
+
+
+class Forbidden(DomainError):
+    pass
 
 
 class NotFound(DomainError):

@@ -1,25 +1,26 @@
 """create_app(settings): the FastAPI application, its lifespan resources, routers and error handlers."""
 
-import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 
 from memvm import __version__
-from memvm.api import agents, archival, blocks, core_memory, errors, health, messages, search, tools
+from memvm.accounts.key_cache import KeyCache
+from memvm.api import admin, agents, archival, auth, blocks, core_memory, errors, health, messages, search, tools
+from memvm.api.limits import BodySizeLimit
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
 from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
+from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.provider import RetryPolicy
 from memvm.runtime.deps import RuntimeDeps
-from memvm.search.embedding_queue import run_worker
+from memvm.search.embedding_queue import EmbeddingWorker
 from memvm.tools.service import sync_builtin_tools
 
 log = logging.getLogger("memvm")
@@ -34,30 +35,41 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker = None
+        worker, keys = None, None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
                 if not plan.up_to_date:
                     log.info("database migrated %s → %s", plan.current or "empty", plan.target)
             sessionmaker = build_sessionmaker(engine)
-            async with transaction(sessionmaker) as session:
+            async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
                 await sync_builtin_tools(session)
+            admin_key = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
+            keys = KeyCache(sessionmaker, lock_engine)
+            keys.start()
+            app.state.gate = gate = auth.Gate(sessionmaker, keys, admin_key)
+            try:
+                level, mode = await auth.check_exposure(settings, gate)
+            except auth.ExposureRefused as refused:
+                log.error("%s", refused)
+                raise
+            log.log(level, "%s", mode)
             app.state.sessionmaker = sessionmaker
             runtime = RuntimeDeps(
                 sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders, settings=settings
             )
             app.state.runtime = runtime
             if settings.embedding_worker:
-                worker = asyncio.create_task(
-                    run_worker(sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds)
+                worker = EmbeddingWorker(
+                    sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds
                 )
+                worker.start()
             yield
         finally:
             if worker is not None:
-                worker.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await worker
+                await worker.stop()
+            if keys is not None:
+                await keys.stop()
             await embedders.aclose()
             await models.aclose()
             await lock_engine.dispose()
@@ -70,8 +82,10 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (health, agents, core_memory, blocks, messages, tools, archival, search):
-        app.include_router(module.router)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.include_router(health.router)
+    for module in (agents, core_memory, blocks, messages, tools, archival, search, admin):
+        app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
     return app
 
 

@@ -67,11 +67,14 @@ async def test_create_agent_bad_input_is_refused_and_stores_nothing(client, db, 
     assert await table_counts(db) == before
 
 
-async def test_malformed_json_body_is_422_not_500(client):
+async def test_malformed_json_body_is_400_not_500(client, db):
+    before = await table_counts(db)
+
     response = await client.post("/v1/agents/", content=b"{not json", headers={"content-type": "application/json"})
 
-    assert response.status_code == 422
-    assert "Invalid request" in response.json()["detail"]
+    assert response.status_code == 400
+    assert "not valid JSON" in response.json()["detail"] and "position" in response.json()["detail"]
+    assert await table_counts(db) == before
 
 
 async def test_get_agent_malformed_and_unknown_ids(client):

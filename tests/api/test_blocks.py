@@ -63,7 +63,7 @@ async def test_patch_block_bumps_version_and_recompiles_every_attached_agent(cli
     changes = await db.fetch(
         "SELECT change, version, value, actor_type FROM block_change WHERE block_id = $1 ORDER BY id", shared["id"]
     )
-    assert [tuple(c) for c in changes] == [("create", 1, "old plan", "api"), ("update", 2, "new plan", "api")]
+    assert [tuple(c) for c in changes] == [("create", 1, "old plan", "local"), ("update", 2, "new plan", "local")]
 
 
 async def test_patch_without_real_change_keeps_version(client):

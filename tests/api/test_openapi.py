@@ -2,6 +2,11 @@
 EXPECTED_OPERATIONS = {
     # health.py
     ("GET", "/v1/health/"),
+    # admin.py
+    ("POST", "/v1/admin/api-keys"),
+    ("GET", "/v1/admin/api-keys"),
+    ("DELETE", "/v1/admin/api-keys/{key_id}"),
+    ("GET", "/v1/admin/organizations"),
     # agents.py
     ("POST", "/v1/agents/"),
     ("GET", "/v1/agents/"),

@@ -6,6 +6,7 @@ from datetime import UTC
 
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
+from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.ids import new_id
 from memvm.search.conversation import MAX_LEXEMES, query_lexemes
 from tests.support.api import create_agent
@@ -23,8 +24,9 @@ DISTRACTORS = [
 async def add_messages(db, agent_id, texts, role="user", created_at=None):
     for text in texts:
         await db.execute(
-            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at)"
-            " VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()))",
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at, organization_id)"
+            " VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()),"
+            f" '{DEFAULT_ORGANIZATION_ID}')",
             new_id("message"),
             agent_id,
             role,
@@ -88,8 +90,8 @@ async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db)
         for n in range(3000)
     ]
     await db.executemany(
-        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
-        " VALUES ($1, $2, 'user', 'message', $3, false, 5)",
+        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
+        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}')",
         rows,
     )  # 5 attempts: not queued for embedding
     await db.execute("ANALYZE message")

@@ -2,6 +2,7 @@
 
 import asyncio
 
+from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.ids import new_id
 from memvm.search.embedding_queue import embed_pending_messages
@@ -12,14 +13,15 @@ async def add_agent_with_messages(db, count, embedding=None):
     agent_id = new_id("agent")
     await db.execute(
         "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system,"
-        " embedding) VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2)",
+        " embedding, organization_id) VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2, $3)",
         agent_id,
         embedding,
+        DEFAULT_ORGANIZATION_ID,
     )
     for n in range(count):
         await db.execute(
-            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts)"
-            " VALUES ($1, $2, 'user', 'message', $3, true, 0)",
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
+            f" VALUES ($1, $2, 'user', 'message', $3, true, 0, '{DEFAULT_ORGANIZATION_ID}')",
             new_id("message"),
             agent_id,
             f"note {n} about cats",
@@ -67,8 +69,9 @@ async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismat
         await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "a local-model passage"})
         await db.execute(
             "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts,"
-            " embedding, embedding_model, embedding_dim) VALUES ($1, $2, 'user', 'message', 'hello', true, 1,"
-            " array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384)",
+            " embedding, embedding_model, embedding_dim, organization_id) VALUES ($1, $2, 'user', 'message', 'hello', true, 1,"
+            " array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384,"
+            f" '{DEFAULT_ORGANIZATION_ID}')",
             new_id("message"),
             agent["id"],
         )

@@ -6,6 +6,8 @@ from sqlalchemy import Executable
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement
 
+from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db.uow import transaction
 from memvm.ids import new_id
 from memvm.search.archival import PassageSearch, prefer_vector_index, search_passages
 
@@ -37,18 +39,20 @@ async def seed(db, count, rare_every):
     rng = random.Random(7)
     archive_id = new_id("archive")
     await db.execute(
-        "INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata) VALUES ($1, 'a', $2, $3, '{}')",
+        "INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata, organization_id)"
+        " VALUES ($1, 'a', $2, $3, '{}', $4)",
         archive_id,
         MODEL,
         DIM,
+        DEFAULT_ORGANIZATION_ID,
     )
     rows = []
     for n in range(count):
         tags = ["rare"] if n % rare_every == 0 else ["common"]
-        rows.append((new_id("passage"), archive_id, f"p{n}", str(unit_vector(rng)), MODEL, DIM, tags))
+        rows.append((new_id("passage"), archive_id, f"p{n}", str(unit_vector(rng)), MODEL, DIM, tags, DEFAULT_ORGANIZATION_ID))
     await db.executemany(
-        "INSERT INTO passage (id, archive_id, text, embedding, embedding_model, embedding_dim, tags, metadata, writer_type)"
-        " VALUES ($1, $2, $3, $4::vector, $5, $6, $7, '{}', 'api')",
+        "INSERT INTO passage (id, archive_id, text, embedding, embedding_model, embedding_dim, tags, metadata, writer_type,"
+        " organization_id) VALUES ($1, $2, $3, $4::vector, $5, $6, $7, '{}', 'api', $8)",
         rows,
     )
     await db.execute("ANALYZE passage")
@@ -58,7 +62,7 @@ async def seed(db, count, rare_every):
 async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessionmaker):
     archive_id, query_vector = await seed(db, 3000, rare_every=60)
     search = {"archive_ids": [archive_id], "model": MODEL, "dim": DIM, "query_vector": query_vector, "top_k": 10}
-    async with sessionmaker() as session, session.begin():
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
         # the server's settings for a search transaction, which search_passages applies itself (without the
         # seq-scan penalty the planner would read all 3,000 rows here)
         await prefer_vector_index(session, search["top_k"])

@@ -20,6 +20,8 @@ from tests.support.scripted_llm import ScriptedLLM
 from tests.support.serve import Served, child_env, free_port, serve
 
 _module_numbers = itertools.count(1)
+# The suite runs authenticated, as Letta deployments do: the SDK sends an organization's key.
+ADMIN_KEY = "sdk-suite-admin-key"
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
@@ -58,10 +60,24 @@ def memvm_server(module_database_url: str, module_llm: ScriptedLLM, tmp_path_fac
         MEMVM_LLM_ATTEMPTS="2",
         MEMVM_LLM_TIMEOUT_SECONDS="10",
         MEMVM_TURN_LOCK_TIMEOUT_SECONDS="5",
+        MEMVM_ADMIN_API_KEY=ADMIN_KEY,
     )
     log_path = tmp_path_factory.mktemp("memvm-sdk") / "serve.log"
     with serve(log_path, env, "--port", str(port), port=port) as served:
         yield served
+
+
+@pytest.fixture(scope="module")
+def api_key(memvm_server: Served) -> str:
+    """A key of the module's own organization, made through the admin API."""
+    created = httpx.post(
+        f"{memvm_server.base_url}/v1/admin/api-keys",
+        json={"organization": "sdk-suite", "name": "conformance"},
+        headers={"Authorization": f"Bearer {ADMIN_KEY}"},
+        timeout=10.0,
+    )
+    assert created.status_code == 200, created.text
+    return str(created.json()["key"])
 
 
 @pytest.fixture
@@ -82,7 +98,7 @@ def sdk_requests() -> list[httpx.Request]:
 
 @pytest.fixture
 async def letta(
-    request: pytest.FixtureRequest, memvm_server: Served, sdk_requests: list[httpx.Request]
+    request: pytest.FixtureRequest, memvm_server: Served, api_key: str, sdk_requests: list[httpx.Request]
 ) -> AsyncIterator[AsyncLetta]:
     """The official async SDK client, with its default retry policy (max_retries=2)."""
 
@@ -91,7 +107,7 @@ async def letta(
 
     log_start = len(memvm_server.log())
     http = DefaultAsyncHttpxClient(event_hooks={"request": [record]})
-    async with AsyncLetta(base_url=memvm_server.base_url, api_key="test", timeout=30.0, http_client=http) as client:
+    async with AsyncLetta(base_url=memvm_server.base_url, api_key=api_key, timeout=30.0, http_client=http) as client:
         yield client
     report = getattr(request.node, "rep_call", None)
     if report is not None and report.failed:

@@ -8,6 +8,7 @@ import pytest
 from letta_client import (
     APIStatusError,
     AsyncLetta,
+    AuthenticationError,
     BadRequestError,
     ConflictError,
     NotFoundError,
@@ -16,6 +17,7 @@ from letta_client import (
 
 from memvm import __version__
 from tests.support.sdk import MISSING_AGENT, MODEL, memory_value, new_agent, prompt_text, request_lines, unique
+from tests.support.serve import Served
 
 # ---------------------------------------------------------------- agents
 
@@ -290,6 +292,19 @@ async def test_recompile_returns_the_prompt_with_block_values_and_sizes(letta: A
 def detail(error: APIStatusError) -> str:
     assert isinstance(error.body, dict) and isinstance(error.body.get("detail"), str), error.body
     return error.body["detail"]
+
+
+async def test_without_a_valid_key_the_sdk_gets_authentication_errors(memvm_server: Served, letta: AsyncLetta):
+    agent = await new_agent(letta)
+    async with AsyncLetta(base_url=memvm_server.base_url, api_key=None, max_retries=0) as anonymous:
+        with pytest.raises(AuthenticationError) as missing:
+            await anonymous.agents.retrieve(agent.id)
+    async with AsyncLetta(base_url=memvm_server.base_url, api_key="mvk_not-a-key", max_retries=0) as impostor:
+        with pytest.raises(AuthenticationError):
+            await impostor.agents.list()
+
+    assert "Authorization: Bearer" in detail(missing.value)
+    assert (await letta.agents.retrieve(agent.id)).id == agent.id
 
 
 async def test_unknown_agent_is_not_found(letta: AsyncLetta, sdk_requests: list[httpx.Request]):

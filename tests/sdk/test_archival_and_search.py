@@ -340,11 +340,11 @@ async def test_messages_search_results_are_types_the_sdk_knows(letta: AsyncLetta
 # ---------------------------------------------------------------- the quickstart example
 
 
-async def test_quickstart_example_runs_against_memvm(memvm_server: Served, letta: AsyncLetta, llm: ScriptedLLM):
+async def test_quickstart_example_runs_against_memvm(memvm_server: Served, api_key: str, letta: AsyncLetta, llm: ScriptedLLM):
     llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Name: Ada", "new_string": "Name: Ada Lovelace"})])
     llm.reply("Nice to meet you, Ada Lovelace!")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("MEMVM_", "LETTA_"))}
-    env.update(MEMVM_URL=memvm_server.base_url, MEMVM_MODEL=MODEL, PYTHONUNBUFFERED="1")
+    env.update(MEMVM_URL=memvm_server.base_url, MEMVM_API_KEY=api_key, MEMVM_MODEL=MODEL, PYTHONUNBUFFERED="1")
 
     process = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.actors import Actor
 from memvm.agents import repository
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
 from memvm.archives import service as archives
@@ -35,7 +36,7 @@ _SIMPLE_FIELDS = (
 _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 
 
-async def create_agent(session: AsyncSession, data: AgentCreate) -> Agent:
+async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> Agent:
     """Create the agent with its new and existing blocks; fails whole on any bad block."""
     existing = await _locked_blocks(session, data.block_ids)
     _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
@@ -57,7 +58,7 @@ async def create_agent(session: AsyncSession, data: AgentCreate) -> Agent:
         timezone=data.timezone or "UTC",
     )
     session.add(agent)
-    created = await blocks.create_blocks(session, data.memory_blocks)
+    created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
     for block in [*created, *existing]:
         session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
         await session.flush()  # one at a time: `position` keeps the order given

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Query, Request
 
 from memvm.agents import service
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
 from memvm.api.schemas import CompactionResult, ContextWindowOverview, Deleted
 from memvm.db.pagination import PageRequest
@@ -14,10 +15,10 @@ IncludeParam = Annotated[list[str] | None, Query(description="Relations to inclu
 
 
 @router.post("/", response_model=AgentRead)
-async def create_agent(body: AgentCreate, tx: TransactionDep) -> AgentRead:
+async def create_agent(body: AgentCreate, caller: CallerDep, tx: TransactionDep) -> AgentRead:
     """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
     async with tx() as session:
-        agent = await service.create_agent(session, body)
+        agent = await service.create_agent(session, body, actor=caller.actor)
         [view] = await service.describe(session, [agent], include=None)
     return view
 
@@ -75,21 +76,21 @@ async def recompile(agent_id: AgentId, tx: TransactionDep, update_timestamp: boo
 
 
 @router.get("/{agent_id}/context", response_model=ContextWindowOverview)
-async def context_window(agent_id: AgentId, request: Request) -> dict[str, Any]:
+async def context_window(agent_id: AgentId, request: Request, caller: CallerDep) -> dict[str, Any]:
     """Token breakdown of the agent's context window: system, core memory, tools, summary, messages."""
-    return await maintenance.context_overview(request.app.state.runtime, agent_id)
+    return await maintenance.context_overview(request.app.state.runtime, caller, agent_id)
 
 
 @router.post("/{agent_id}/summarize", response_model=CompactionResult)
-async def summarize(agent_id: AgentId, request: Request) -> dict[str, Any]:
+async def summarize(agent_id: AgentId, request: Request, caller: CallerDep) -> dict[str, Any]:
     """Compact the context window now: older messages become one summary; history stays searchable."""
-    return await maintenance.summarize(request.app.state.runtime, agent_id)
+    return await maintenance.summarize(request.app.state.runtime, caller, agent_id)
 
 
 @router.patch("/{agent_id}/reset-messages", response_model=AgentRead)
-async def reset_messages(agent_id: AgentId, request: Request, tx: TransactionDep) -> AgentRead:
+async def reset_messages(agent_id: AgentId, request: Request, caller: CallerDep, tx: TransactionDep) -> AgentRead:
     """Empty the context window; the conversation history stays stored and searchable."""
-    await maintenance.reset_messages(request.app.state.runtime, agent_id)
+    await maintenance.reset_messages(request.app.state.runtime, caller, agent_id)
     async with tx() as session:
         agent = await service.get_agent(session, agent_id)
         [view] = await service.describe(session, [agent], include=None)

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
+from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep, page_params
 from memvm.api.schemas import AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
 from memvm.archives import service
@@ -29,9 +30,9 @@ PassageId = Annotated[str, Path(pattern=id_pattern("passage"), description="pass
 
 
 @router.post("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
-async def insert_passage(agent_id: AgentId, body: PassageCreate, request: Request) -> list[PassageRead]:
+async def insert_passage(agent_id: AgentId, body: PassageCreate, request: Request, caller: CallerDep) -> list[PassageRead]:
     """Store a passage in the agent's archival memory (its default archive, created on first use)."""
-    return [PassageRead.of(p) for p in await archival.insert_for_agent(request.app.state.runtime, agent_id, [body])]
+    return [PassageRead.of(p) for p in await archival.insert_for_agent(request.app.state.runtime, caller, agent_id, [body])]
 
 
 @router.get("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
@@ -57,6 +58,7 @@ async def list_passages(
 async def search_agent_passages(
     agent_id: AgentId,
     request: Request,
+    caller: CallerDep,
     query: str,
     tags: Annotated[list[str] | None, Query()] = None,
     tag_match_mode: Literal["any", "all"] = "any",
@@ -73,7 +75,7 @@ async def search_agent_passages(
         start_datetime=start_datetime,
         end_datetime=end_datetime,
     )
-    hits, timezone = await archival.search_for_agent(request.app.state.runtime, agent_id, filters)
+    hits, timezone = await archival.search_for_agent(request.app.state.runtime, caller, agent_id, filters)
     results = [
         AgentPassageHit(
             id=h.passage.id,
@@ -97,9 +99,9 @@ async def delete_passage(agent_id: AgentId, memory_id: PassageId, tx: Transactio
 
 
 @router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}")
-async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Request) -> None:
+async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Request, caller: CallerDep) -> None:
     """Share an archive with the agent; its embedding model must be the agent's."""
-    await archival.attach_for_agent(request.app.state.runtime, agent_id, archive_id)
+    await archival.attach_for_agent(request.app.state.runtime, caller, agent_id, archive_id)
 
 
 @router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}")
@@ -124,7 +126,7 @@ class PassageSearch(BaseModel):
 
 
 @router.post("/v1/passages/search", response_model=list[PassageSearchResult])
-async def search_all_passages(body: PassageSearch, request: Request) -> list[PassageSearchResult]:
+async def search_all_passages(body: PassageSearch, request: Request, caller: CallerDep) -> list[PassageSearchResult]:
     """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive."""
     filters = SearchFilters(
         query=body.query or "",
@@ -135,7 +137,7 @@ async def search_all_passages(body: PassageSearch, request: Request) -> list[Pas
         end_datetime=body.end_date,
     )
     hits = await archival.search_anywhere(
-        request.app.state.runtime, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
+        request.app.state.runtime, caller, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
     )
     return [PassageSearchResult(passage=PassageRead.of(h.passage), score=round(h.relevance, 6), metadata={}) for h in hits]
 
@@ -190,16 +192,21 @@ async def list_archive_agents(archive_id: ArchiveId, tx: TransactionDep) -> list
 
 
 @router.post("/v1/archives/{archive_id}/passages", response_model=PassageRead)
-async def create_archive_passage(archive_id: ArchiveId, body: PassageCreate, request: Request) -> PassageRead:
+async def create_archive_passage(archive_id: ArchiveId, body: PassageCreate, request: Request, caller: CallerDep) -> PassageRead:
     """Add one passage to an archive."""
-    [passage] = await archival.insert_into_archive(request.app.state.runtime, archive_id, [body])
+    [passage] = await archival.insert_into_archive(request.app.state.runtime, caller, archive_id, [body])
     return PassageRead.of(passage)
 
 
 @router.post("/v1/archives/{archive_id}/passages/batch", response_model=list[PassageRead])
-async def create_archive_passages(archive_id: ArchiveId, body: PassageBatchCreate, request: Request) -> list[PassageRead]:
+async def create_archive_passages(
+    archive_id: ArchiveId, body: PassageBatchCreate, request: Request, caller: CallerDep
+) -> list[PassageRead]:
     """Add up to 1000 passages to an archive in one transaction."""
-    return [PassageRead.of(p) for p in await archival.insert_into_archive(request.app.state.runtime, archive_id, body.passages)]
+    return [
+        PassageRead.of(p)
+        for p in await archival.insert_into_archive(request.app.state.runtime, caller, archive_id, body.passages)
+    ]
 
 
 @router.delete("/v1/archives/{archive_id}/passages/{passage_id}", status_code=204)

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Query, Request, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.api.auth import CallerDep
 from memvm.api.deps import BlockId, IfMatchDep, TransactionDep, etag, included_relations, page_params
 from memvm.blocks import service
 from memvm.blocks.schemas import BlockCreate, BlockRead, BlockUpdate
@@ -13,10 +14,10 @@ router = APIRouter(prefix="/v1/blocks", tags=["blocks"])
 
 
 @router.post("/", response_model=BlockRead)
-async def create_block(body: BlockCreate, tx: TransactionDep, response: Response) -> BlockRead:
+async def create_block(body: BlockCreate, caller: CallerDep, tx: TransactionDep, response: Response) -> BlockRead:
     """Create a standalone block, to attach to one or many agents."""
     async with tx() as session:
-        [block] = await service.create_blocks(session, [body])
+        [block] = await service.create_blocks(session, [body], actor=caller.actor)
         view = BlockRead.of(block)
     response.headers["ETag"] = etag(view.version)
     return view
@@ -50,20 +51,20 @@ async def retrieve_block(block_id: BlockId, tx: TransactionDep, response: Respon
 
 @router.patch("/{block_id}", response_model=BlockRead)
 async def update_block(
-    block_id: BlockId, body: BlockUpdate, tx: TransactionDep, if_match: IfMatchDep, response: Response
+    block_id: BlockId, body: BlockUpdate, caller: CallerDep, tx: TransactionDep, if_match: IfMatchDep, response: Response
 ) -> BlockRead:
     """Edit a block; every agent it is attached to is recompiled. Honors If-Match."""
     async with tx() as session:
-        view = BlockRead.of(await service.update_block(session, block_id, body, if_match=if_match))
+        view = BlockRead.of(await service.update_block(session, block_id, body, if_match=if_match, actor=caller.actor))
     response.headers["ETag"] = etag(view.version)
     return view
 
 
 @router.delete("/{block_id}")
-async def delete_block(block_id: BlockId, tx: TransactionDep) -> Any:
+async def delete_block(block_id: BlockId, caller: CallerDep, tx: TransactionDep) -> Any:
     """Delete a block and detach it from every agent (their prompts are recompiled)."""
     async with tx() as session:
-        await service.delete_block(session, block_id)
+        await service.delete_block(session, block_id, actor=caller.actor)
     return None
 
 

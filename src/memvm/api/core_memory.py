@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, BlockId, IfMatchDep, TransactionDep, etag, page_params
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockRead, BlockUpdate
@@ -51,11 +52,17 @@ async def detach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep)
 
 @router.patch("/blocks/{block_label:path}", response_model=BlockRead)
 async def update_agent_block(
-    agent_id: AgentId, block_label: str, body: BlockUpdate, tx: TransactionDep, if_match: IfMatchDep, response: Response
+    agent_id: AgentId,
+    block_label: str,
+    body: BlockUpdate,
+    caller: CallerDep,
+    tx: TransactionDep,
+    if_match: IfMatchDep,
+    response: Response,
 ) -> BlockRead:
     """Edit the agent's block by label; every agent sharing the block is recompiled. Honors If-Match."""
     async with tx() as session:
         block = await agents.block_by_label(session, agent_id, block_label)
-        view = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match))
+        view = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match, actor=caller.actor))
     response.headers["ETag"] = etag(view.version)
     return view

@@ -8,6 +8,7 @@ from typing import Annotated, Literal
 from fastapi import Depends, Header, Path, Query, Request
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.api.auth import CallerDep
 from memvm.db.pagination import PageRequest
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
@@ -16,11 +17,12 @@ from memvm.ids import id_pattern
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
 
-def _transaction(request: Request) -> Transaction:
-    return partial(transaction, request.app.state.sessionmaker)
+def _transaction(request: Request, caller: CallerDep) -> Transaction:
+    return partial(transaction, request.app.state.sessionmaker, caller.organization_id)
 
 
-# `async with tx() as session:` — one transaction, committed before the response is built.
+# `async with tx() as session:` — one transaction in the caller's organization, committed before the
+# response is built.
 TransactionDep = Annotated[Transaction, Depends(_transaction)]
 AgentId = Annotated[str, Path(pattern=id_pattern("agent"), description="agent-<uuid4>")]
 BlockId = Annotated[str, Path(pattern=id_pattern("block"), description="block-<uuid4>")]

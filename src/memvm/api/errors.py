@@ -8,11 +8,24 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DBAPIError
 
-from memvm.errors import Busy, Conflict, DomainError, InvalidInput, LLMError, MemoryEditError, NotFound, PreconditionFailed
+from memvm.errors import (
+    Busy,
+    Conflict,
+    DomainError,
+    Forbidden,
+    InvalidInput,
+    LLMError,
+    MemoryEditError,
+    NotFound,
+    PreconditionFailed,
+    Unauthenticated,
+)
 
 log = logging.getLogger(__name__)
 
 STATUS_OF = {
+    Unauthenticated: 401,
+    Forbidden: 403,
     NotFound: 404,
     Conflict: 409,
     Busy: 409,
@@ -35,11 +48,19 @@ def install(app: FastAPI) -> None:
 
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
     status = next((code for cls, code in STATUS_OF.items() if isinstance(error, cls)), 500)
-    return JSONResponse({"detail": error.message}, status_code=status, headers=_NO_RETRY)
+    headers = {**_NO_RETRY, "www-authenticate": "Bearer"} if status == 401 else _NO_RETRY
+    return JSONResponse({"detail": error.message}, status_code=status, headers=headers)
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:
-    detail = "; ".join(_describe(item) for item in error.errors())
+    problems = error.errors()
+    malformed = next((item for item in problems if item.get("type") == "json_invalid"), None)
+    if malformed is not None:
+        reason = (malformed.get("ctx") or {}).get("error", "not JSON")
+        where = malformed.get("loc", ("body", "?"))[-1]
+        detail = f"The request body is not valid JSON ({reason} at position {where}); send a JSON object."
+        return JSONResponse({"detail": detail}, status_code=400, headers=_NO_RETRY)
+    detail = "; ".join(_describe(item) for item in problems)
     return JSONResponse({"detail": f"Invalid request: {detail}"}, status_code=422, headers=_NO_RETRY)
 
 

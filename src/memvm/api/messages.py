@@ -6,7 +6,9 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
 
+from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep
 from memvm.api.schemas import LettaMessage
 from memvm.errors import InvalidInput
@@ -21,18 +23,18 @@ _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 
 
 @router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse)
-async def send_message(agent_id: AgentId, body: SendRequest, request: Request) -> Any:
+async def send_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> Any:
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
     if body.stream_tokens and not body.streaming:
         raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
-    events, ready = await _start(request, agent_id, body)
+    events, ready = await _start(request, caller, agent_id, body)
     return _stream(events, ready, body) if body.streaming else await _collect(events)
 
 
 @router.post("/v1/agents/{agent_id}/messages/stream")
-async def stream_message(agent_id: AgentId, body: SendRequest, request: Request) -> StreamingResponse:
+async def stream_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> StreamingResponse:
     """Send messages and stream the turn as Server-Sent Events (one event per stored message)."""
-    events, ready = await _start(request, agent_id, body)
+    events, ready = await _start(request, caller, agent_id, body)
     return _stream(events, ready, body)
 
 
@@ -68,10 +70,10 @@ async def retrieve_message(
 Events = AsyncGenerator[dict[str, Any], None]
 
 
-async def _start(request: Request, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
+async def _start(request: Request, caller: Caller, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
     """The turn's events and its first one (a ping): an unknown or busy agent raises before the
     ping, as a plain HTTP error."""
-    events = send(request.app.state.runtime, agent_id, body)
+    events = send(request.app.state.runtime, caller, agent_id, body)
     return events, await anext(events)
 
 

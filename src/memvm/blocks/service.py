@@ -10,7 +10,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.actors import API_ACTOR, Actor
+from memvm.actors import Actor
 from memvm.blocks import repository
 from memvm.blocks.schemas import BlockCreate, BlockUpdate
 from memvm.db.conflicts import flush_or_conflict
@@ -45,7 +45,7 @@ def new_block(data: BlockCreate) -> Block:
     )
 
 
-async def create_blocks(session: AsyncSession, specs: Sequence[BlockCreate], *, actor: Actor = API_ACTOR) -> list[Block]:
+async def create_blocks(session: AsyncSession, specs: Sequence[BlockCreate], *, actor: Actor) -> list[Block]:
     """Validate every spec first, so one bad block stores none."""
     created = [new_block(spec) for spec in specs]
     session.add_all(created)
@@ -81,7 +81,7 @@ async def update_block(
     update: BlockUpdate,
     *,
     if_match: int | None = None,
-    actor: Actor = API_ACTOR,
+    actor: Actor,
 ) -> Block:
     """Apply `update` under the block's row lock. Raises PreconditionFailed if `if_match` is not
     the current version, InvalidInput if the result breaks a rule, Conflict on a label clash."""
@@ -122,7 +122,7 @@ async def agents_showing(session: AsyncSession, block_id: str) -> list[str]:
     return await repository.attached_agent_ids(session, block_id)
 
 
-async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor = API_ACTOR) -> None:
+async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor) -> None:
     """Delete the block everywhere; every agent it was attached to is recompiled without it."""
     block = await lock_block(session, block_id)
     agent_ids = await repository.attached_agent_ids(session, block.id)

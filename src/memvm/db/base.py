@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from sqlalchemy import DateTime, MetaData, func
+from sqlalchemy import DateTime, ForeignKey, MetaData, func
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -27,3 +27,17 @@ class Timestamps:
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.clock_timestamp(), onupdate=func.clock_timestamp()
     )
+
+
+class TenantOwned:
+    """A row that belongs to one organization. Sessions scope every ORM query of these tables to
+    their organization and stamp it on new rows (db/tenancy.py), so no code path can forget."""
+
+    organization_id: Mapped[str] = mapped_column(ForeignKey("organization.id"))
+
+
+class SharedOrTenantOwned:
+    """Like TenantOwned, except that a row with no organization is shared: every organization can
+    read it (the built-in tools)."""
+
+    organization_id: Mapped[str | None] = mapped_column(ForeignKey("organization.id"))

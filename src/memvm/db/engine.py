@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
 from memvm.config import Settings
+from memvm.db.tenancy import TenantSession
 
 # Sent once per connection (startup packet), so no request pays a round trip for them:
 # - jit off: every statement here is short; JIT compilation only adds tens of ms to the larger plans;
@@ -54,7 +55,7 @@ def ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
 
 
 def build_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
-    return async_sessionmaker(engine, expire_on_commit=False)
+    return async_sessionmaker(engine, expire_on_commit=False, sync_session_class=TenantSession)
 
 
 def build_lock_engine(url: str) -> AsyncEngine:

@@ -5,6 +5,7 @@ from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.message import Message, Run
+from memvm.orm.organization import ApiKey, Organization
 from memvm.orm.tool import AgentTool, Tool
 
 __all__ = [
@@ -12,11 +13,13 @@ __all__ = [
     "AgentArchive",
     "AgentBlock",
     "AgentTool",
+    "ApiKey",
     "Archive",
     "Base",
     "Block",
     "BlockChange",
     "Message",
+    "Organization",
     "Passage",
     "Run",
     "Tool",

@@ -19,14 +19,14 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps
 
 
-class Agent(Timestamps, Base):
+class Agent(TenantOwned, Timestamps, Base):
     __tablename__ = "agent"
     __table_args__ = (
         Index("ix_agent_tags", "tags", postgresql_using="gin"),
-        Index("ix_agent_created_at_id", "created_at", "id"),
+        Index("ix_agent_organization_id_created_at_id", "organization_id", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -48,7 +48,7 @@ class Agent(Timestamps, Base):
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
-class AgentBlock(Base):
+class AgentBlock(TenantOwned, Base):
     """A block attached to an agent. `label` mirrors the block's label (kept in step by the
     composite FK's ON UPDATE CASCADE) so the database enforces one label per agent."""
 

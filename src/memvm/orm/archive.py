@@ -8,11 +8,11 @@ from sqlalchemy import BigInteger, DateTime, ForeignKey, Identity, Index, Intege
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps
 from memvm.orm.vector_index import hnsw_indexes
 
 
-class Archive(Timestamps, Base):
+class Archive(TenantOwned, Timestamps, Base):
     """A group of passages. All its passages use one embedding model, fixed at creation."""
 
     __tablename__ = "archive"
@@ -25,7 +25,7 @@ class Archive(Timestamps, Base):
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
 
 
-class AgentArchive(Base):
+class AgentArchive(TenantOwned, Base):
     __tablename__ = "agent_archive"
 
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
@@ -33,7 +33,7 @@ class AgentArchive(Base):
     position: Mapped[int] = mapped_column(BigInteger, Identity())
 
 
-class Passage(Base):
+class Passage(TenantOwned, Base):
     __tablename__ = "passage"
     __table_args__ = (
         Index("ix_passage_archive_id_created_at", "archive_id", "created_at"),

@@ -19,10 +19,10 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps
 
 
-class Block(Timestamps, Base):
+class Block(TenantOwned, Timestamps, Base):
     __tablename__ = "block"
     __table_args__ = (
         # The database itself refuses a value over its limit, whatever the write path.
@@ -31,7 +31,7 @@ class Block(Timestamps, Base):
         CheckConstraint("label <> ''", name="label_not_empty"),
         # Target of agent_block's composite FK, so a relabel cascades to every attachment.
         UniqueConstraint("id", "label", name="uq_block_id_label"),
-        Index("ix_block_created_at_id", "created_at", "id"),
+        Index("ix_block_organization_id_created_at_id", "organization_id", "created_at", "id"),
         Index("ix_block_label", "label"),
     )
 
@@ -47,7 +47,7 @@ class Block(Timestamps, Base):
     version: Mapped[int] = mapped_column(Integer, default=1)
 
 
-class BlockChange(Base):
+class BlockChange(TenantOwned, Base):
     """One row per block write: the state after the change, and who made it.
 
     No foreign key to `block`, so the history of a deleted block survives its deletion.

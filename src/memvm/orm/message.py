@@ -8,14 +8,14 @@ from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Iden
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base
+from memvm.db.base import Base, TenantOwned
 from memvm.orm.vector_index import hnsw_indexes
 
 # Messages worth a vector that do not have one yet.
 EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND kind = 'message' AND coalesce(content, '') <> '' AND embed_attempts < 5"
 
 
-class Message(Base):
+class Message(TenantOwned, Base):
     """One stored chat message. `in_context` marks the agent's current window; messages leave it
     (compaction, reset) but are never deleted, so they stay searchable as recall memory."""
 
@@ -59,7 +59,7 @@ class Message(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
 
 
-class Run(Base):
+class Run(TenantOwned, Base):
     """One turn: a send request and its outcome, so a retried send can return the stored result."""
 
     __tablename__ = "run"

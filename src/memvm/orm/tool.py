@@ -6,10 +6,12 @@ from sqlalchemy import BigInteger, ForeignKey, Identity, String, Text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, Timestamps
+from memvm.db.base import Base, SharedOrTenantOwned, TenantOwned, Timestamps
 
 
-class Tool(Timestamps, Base):
+class Tool(SharedOrTenantOwned, Timestamps, Base):
+    """Built-in tools have no organization: every organization shares them read-only."""
+
     __tablename__ = "tool"
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -20,7 +22,7 @@ class Tool(Timestamps, Base):
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)
 
 
-class AgentTool(Base):
+class AgentTool(TenantOwned, Base):
     __tablename__ = "agent_tool"
 
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)

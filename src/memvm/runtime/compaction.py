@@ -37,11 +37,16 @@ class Compacted:
 
 
 async def compact(
-    sessionmaker: async_sessionmaker[AsyncSession], agent_id: str, agent_model: AgentModel, *, force: bool = False
+    sessionmaker: async_sessionmaker[AsyncSession],
+    organization_id: str,
+    agent_id: str,
+    agent_model: AgentModel,
+    *,
+    force: bool = False,
 ) -> Compacted | None:
     """Evict the oldest messages so the rest fits in KEEP_SHARE of the window, replacing them with
     one summary message. `force` evicts every message. None if there is nothing to evict."""
-    async with transaction(sessionmaker) as session:
+    async with transaction(sessionmaker, organization_id) as session:
         window = await messages.in_context(session, agent_id)
     keep_budget = 0 if force else int(agent_model.context_window * KEEP_SHARE)
     tokens = [estimate_message(to_chat(message)) for message in window]
@@ -50,7 +55,7 @@ async def compact(
         return None
     evicted = window[:cut]
     summary = await _summarize(agent_model, evicted)
-    async with transaction(sessionmaker) as session:
+    async with transaction(sessionmaker, organization_id) as session:
         await messages.replace_with_summary(session, agent_id, evicted, summary_text(_evicted_count(evicted), summary))
     return Compacted(summary=summary, messages_before=len(window), messages_after=len(window) - cut + 1)
 

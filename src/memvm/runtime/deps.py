@@ -1,6 +1,7 @@
 """What the runtime needs from the application, built once in the lifespan."""
 
 import asyncio
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
@@ -9,6 +10,7 @@ from memvm.config import Settings
 from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.models import ModelSource
+from memvm.runtime.turn_lock import agent_turn_lock
 
 
 @dataclass(frozen=True)
@@ -21,3 +23,9 @@ class RuntimeDeps:
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)
+
+    def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[None]:
+        """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow."""
+        return agent_turn_lock(
+            self.lock_engine, organization_id, agent_id, timeout_seconds=self.settings.turn_lock_timeout_seconds
+        )

@@ -4,6 +4,7 @@ Compaction and reset take the turn lock, so they never interleave with a running
 import json
 from typing import Any
 
+from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
@@ -16,27 +17,30 @@ from memvm.runtime.conversation import to_chat
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.models import resolve_model
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
-from memvm.runtime.turn_lock import agent_turn_lock
 from memvm.tools import service as tools
 from memvm.tools.builtin import BUILTIN_SPECS
 
 
-async def reset_messages(deps: RuntimeDeps, agent_id: str) -> Agent:
+async def reset_messages(deps: RuntimeDeps, caller: Caller, agent_id: str) -> Agent:
     """Empty the context window; the history stays stored and searchable."""
-    lock = agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds)
-    async with lock, transaction(deps.sessionmaker) as session:
+    async with (
+        deps.turn_lock(caller.organization_id, agent_id),
+        transaction(deps.sessionmaker, caller.organization_id) as session,
+    ):
         agent = await agents.get_agent(session, agent_id)
         await messages.reset_context(session, agent_id)
     return agent
 
 
-async def summarize(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
+async def summarize(deps: RuntimeDeps, caller: Caller, agent_id: str) -> dict[str, Any]:
     """Compact the whole window into one summary now (the SDK's messages.compact)."""
-    async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
-        async with transaction(deps.sessionmaker) as session:
+    async with deps.turn_lock(caller.organization_id, agent_id):
+        async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
         try:
-            result = await compact(deps.sessionmaker, agent_id, resolve_model(agent, deps.models, deps.settings), force=True)
+            result = await compact(
+                deps.sessionmaker, caller.organization_id, agent_id, resolve_model(agent, deps.models, deps.settings), force=True
+            )
         except CompactionError as error:
             raise InvalidInput(str(error)) from error
     if result is None:
@@ -44,9 +48,9 @@ async def summarize(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
     return {"summary": result.summary, "num_messages_before": result.messages_before, "num_messages_after": result.messages_after}
 
 
-async def context_overview(deps: RuntimeDeps, agent_id: str) -> dict[str, Any]:
+async def context_overview(deps: RuntimeDeps, caller: Caller, agent_id: str) -> dict[str, Any]:
     """Token breakdown of what the model would receive now (estimates: ~4 characters per token)."""
-    async with transaction(deps.sessionmaker) as session:
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
         agent = await agents.get_agent(session, agent_id)
         blocks = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
         window = await messages.in_context(session, agent_id)

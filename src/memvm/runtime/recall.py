@@ -1,6 +1,7 @@
 """Searching conversation history over the API: embed the query (outside any transaction),
 then rank in PostgreSQL."""
 
+from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.runtime.deps import RuntimeDeps
@@ -10,6 +11,7 @@ from memvm.search.dates import parse_bound
 
 async def search_history(
     deps: RuntimeDeps,
+    caller: Caller,
     *,
     query: str,
     agent_id: str | None,
@@ -21,7 +23,7 @@ async def search_history(
 ) -> list[MessageHit]:
     """One agent's history, or every agent's when `agent_id` is None (the query is then embedded
     with the server's default model, so agents on other models match by full text only)."""
-    async with transaction(deps.sessionmaker) as session:
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
         agent = await agents.get_agent(session, agent_id) if agent_id else None
         agent_ids = [agent_id] if agent_id else await agents.all_agent_ids(session)
     embedder = deps.embedders.for_handle(agent.embedding if agent else None)
@@ -29,7 +31,7 @@ async def search_history(
     if mode != "fts" and query.strip():
         vector = QueryVector(embedder.model, embedder.dim, await deps.query_vectors.vector(embedder, query))
     timezone = agent.timezone if agent else "UTC"
-    async with transaction(deps.sessionmaker) as session:
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
         return await search_messages(
             session,
             agent_ids=agent_ids,

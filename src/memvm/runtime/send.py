@@ -5,6 +5,7 @@ from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
+from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.ids import new_id
@@ -14,7 +15,6 @@ from memvm.messages.schemas import SendRequest
 from memvm.orm import Message, Run
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.turn import Turn
-from memvm.runtime.turn_lock import agent_turn_lock
 
 
 def ready(run_id: str | None = None) -> dict[str, Any]:
@@ -28,16 +28,16 @@ def ready(run_id: str | None = None) -> dict[str, Any]:
     }
 
 
-async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
+async def send(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
     """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
-    async with agent_turn_lock(deps.lock_engine, agent_id, timeout_seconds=deps.settings.turn_lock_timeout_seconds):
-        replayed = await _stored_result(deps, agent_id, request)
+    async with deps.turn_lock(caller.organization_id, agent_id):
+        replayed = await _stored_result(deps, caller, agent_id, request)
         if replayed is not None:
             yield ready()
             for event in replayed:
                 yield event
             return
-        turn = await Turn.start(deps, agent_id, request)
+        turn = await Turn.start(deps, caller, agent_id, request)
         yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:
@@ -45,12 +45,12 @@ async def send(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> AsyncG
                 yield event
 
 
-async def _stored_result(deps: RuntimeDeps, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
+async def _stored_result(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
     """The stored outcome of an earlier send whose input carried one of these otids (SDK retries)."""
     otids = [message.otid for message in request.input_messages() if message.otid]
     if not otids:
         return None
-    async with transaction(deps.sessionmaker) as session:
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
         for otid in otids:
             found = await messages.run_of_otid(session, agent_id, otid)
             if found is not None:

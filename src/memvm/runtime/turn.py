@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from memvm.actors import Actor
+from memvm.actors import Actor, Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
 from memvm.embeddings.ports import EmbeddingModel
@@ -99,8 +99,8 @@ class Turn:
     embedding: EmbeddingModel | None = None
 
     @classmethod
-    async def start(cls, deps: RuntimeDeps, agent_id: str, request: SendRequest) -> "Turn":
-        async with transaction(deps.sessionmaker) as session:
+    async def start(cls, deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> "Turn":
+        async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
             agent_model = resolve_model(agent, deps.models, deps.settings)
             attached = await tools.agent_tools(session, agent_id)
@@ -243,8 +243,8 @@ class Turn:
                 f"The system prompt and tools alone take about {fixed} tokens, more than the context window of "
                 f"{self.agent_model.context_window}. Shorten memory blocks or raise the agent's context window."
             )
-        await compact(self.deps.sessionmaker, self.agent.id, self.agent_model, force=force)
-        async with transaction(self.deps.sessionmaker) as session:
+        await compact(self.deps.sessionmaker, self.agent.organization_id, self.agent.id, self.agent_model, force=force)
+        async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             self.history = to_chat_all(await messages.in_context(session, self.agent.id))
         self.last_prompt_tokens = 0
 
@@ -277,7 +277,7 @@ class Turn:
         and the stop reason (None: take another step)."""
         step_id = new_id("step")
         base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
-        async with transaction(self.deps.sessionmaker) as session:
+        async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             stored = [
                 Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
                 for m in self.pending_inputs
@@ -346,7 +346,7 @@ class Turn:
         return wanted is None or letta["message_type"] in wanted
 
     async def _finish(self, stop_reason: str) -> None:
-        async with transaction(self.deps.sessionmaker) as session:
+        async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
 
 

@@ -20,8 +20,11 @@ _LOCK_NOT_AVAILABLE = "55P03"
 
 
 @asynccontextmanager
-async def agent_turn_lock(lock_engine: AsyncEngine, agent_id: str, *, timeout_seconds: float) -> AsyncIterator[None]:
-    """Wait up to `timeout_seconds` for the agent's running turn to finish, else raise Busy."""
+async def agent_turn_lock(
+    lock_engine: AsyncEngine, organization_id: str, agent_id: str, *, timeout_seconds: float
+) -> AsyncIterator[None]:
+    """Wait up to `timeout_seconds` for the agent's running turn to finish, else raise Busy. The key
+    includes the organization, so naming another organization's agent never waits on its turns."""
     connection = await lock_engine.connect()
     try:
         connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
@@ -29,7 +32,9 @@ async def agent_turn_lock(lock_engine: AsyncEngine, agent_id: str, *, timeout_se
         timeout_ms = max(1, int(timeout_seconds * 1000))
         await connection.execute(select(func.set_config("lock_timeout", f"{timeout_ms}ms", False)))
         try:
-            await connection.execute(select(func.pg_advisory_lock(_TURN_LOCK_CLASS, func.hashtext(agent_id))))
+            await connection.execute(
+                select(func.pg_advisory_lock(_TURN_LOCK_CLASS, func.hashtext(f"{organization_id}/{agent_id}")))
+            )
         except DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
                 raise

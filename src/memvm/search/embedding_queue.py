@@ -16,6 +16,7 @@ from pgvector.sqlalchemy import Vector
 from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.orm import Message
@@ -48,7 +49,7 @@ async def embed_pending_messages(
     sessionmaker: async_sessionmaker[AsyncSession], embedders: EmbedderRegistry, *, batch_size: int = 64
 ) -> int:
     """Embed one batch; returns how many messages were claimed (0: the queue is empty)."""
-    async with transaction(sessionmaker) as session:
+    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
         claimed = (await session.execute(_CLAIM, {"timeout": CLAIM_TIMEOUT_SECONDS, "batch": batch_size})).all()
     by_handle: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
     for message_id, content, handle in claimed:
@@ -57,25 +58,57 @@ async def embed_pending_messages(
         embedder = embedders.for_handle(handle)
         vectors = await embedder.embed([content for _, content in rows])
         values = [{"key": message_id, "vector": vector} for (message_id, _), vector in zip(rows, vectors, strict=True)]
-        async with transaction(sessionmaker) as session:
+        async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
             connection = await session.connection()
             await connection.execute(_STORE.values(embedding_model=embedder.model, embedding_dim=embedder.dim), values)
     return len(claimed)
 
 
-async def run_worker(
-    sessionmaker: async_sessionmaker[AsyncSession], embedders: EmbedderRegistry, wakeup: asyncio.Event, *, poll_seconds: float
-) -> None:
-    """Drain the queue, then sleep until woken (a turn stored messages) or `poll_seconds` pass
-    (rows written by another replica, or left behind by a crash)."""
-    while True:
-        try:
-            claimed = await embed_pending_messages(sessionmaker, embedders)
-        except Exception:
-            log.exception("embedding messages failed; retrying later")
-            claimed = 0
-        if claimed:
-            continue
-        wakeup.clear()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(wakeup.wait(), poll_seconds)
+class EmbeddingWorker:
+    """The queue's consumer in this replica. It drains the queue, then sleeps until woken (a turn
+    stored messages) or `poll_seconds` pass (rows written by another replica, or left behind by a
+    crash). `stop` lets the batch in progress finish: cancelling asyncpg in the middle of a
+    multi-row write can leave its connection waiting for the rest of the rows forever."""
+
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker[AsyncSession],
+        embedders: EmbedderRegistry,
+        wakeup: asyncio.Event,
+        *,
+        poll_seconds: float,
+    ) -> None:
+        self._sessionmaker = sessionmaker
+        self._embedders = embedders
+        self._wakeup = wakeup
+        self._poll_seconds = poll_seconds
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self, grace_seconds: float = 10.0) -> None:
+        """Finish the batch in progress (at most `grace_seconds`), then end."""
+        if self._task is None:
+            return
+        self._stopping = True
+        self._wakeup.set()
+        done, _ = await asyncio.wait({self._task}, timeout=grace_seconds)
+        if not done:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                claimed = await embed_pending_messages(self._sessionmaker, self._embedders)
+            except Exception:
+                log.exception("embedding messages failed; retrying later")
+                claimed = 0
+            if claimed or self._stopping:
+                continue
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)

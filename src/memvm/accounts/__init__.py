@@ -1,0 +1,1 @@
+"""Organizations and API keys: creating, listing and revoking keys, and resolving a key to its caller."""

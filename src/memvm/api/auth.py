@@ -1,0 +1,133 @@
+"""Who is calling. Clients send `Authorization: Bearer <key>` (what `Letta(api_key=...)` sends) or
+Letta's `X-BARE-PASSWORD: password <key>`. The admin key acts in the default organization and may
+use the admin API; an organization's key acts in its organization. With no admin key and no key in
+the database, the server is in local mode: every request acts in the default organization."""
+
+import hmac
+import ipaddress
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memvm.accounts import service as accounts
+from memvm.accounts.key_cache import KeyCache
+from memvm.actors import ADMIN_CALLER, LOCAL_CALLER, Caller
+from memvm.config import Settings
+from memvm.db.tenancy import ALL_ORGANIZATIONS
+from memvm.db.uow import transaction
+from memvm.errors import Forbidden, Unauthenticated
+
+# In local mode, how often to look again whether someone has created a key (the CLI can, while the
+# server runs against an external database); once one exists, keys are required for good.
+_RECHECK_SECONDS = 1.0
+
+
+@dataclass
+class Gate:
+    """Per process: the admin key, and whether keys are required yet."""
+
+    sessionmaker: async_sessionmaker[AsyncSession]
+    keys: KeyCache
+    admin_key: str | None
+    _keys_required: bool = False
+    _checked_at: float = field(default=-_RECHECK_SECONDS)
+
+    async def keys_required(self) -> bool:
+        if self.admin_key is not None or self._keys_required:
+            return True
+        if time.monotonic() - self._checked_at >= _RECHECK_SECONDS:
+            async with transaction(self.sessionmaker, ALL_ORGANIZATIONS) as session:
+                self._keys_required = await accounts.any_key_exists(session)
+            self._checked_at = time.monotonic()
+        return self._keys_required
+
+    def key_created(self) -> None:
+        """A key was made through this process: require keys now, not at the next re-check."""
+        self._keys_required = True
+
+    async def caller(self, secret: str | None) -> Caller:
+        if self.admin_key is not None and secret is not None and _same(secret, self.admin_key):
+            return ADMIN_CALLER
+        if not await self.keys_required():
+            return LOCAL_CALLER
+        if secret is None:
+            raise Unauthenticated(
+                "This server requires an API key: send `Authorization: Bearer <key>` (Letta(api_key=...)). "
+                "An administrator creates keys with `memvm keys create --org NAME` or POST /v1/admin/api-keys."
+            )
+        caller = await self.keys.caller_of(secret)
+        if caller is None:
+            raise Unauthenticated("The API key is unknown or has been revoked; ask an administrator for a valid key.")
+        return caller
+
+
+def _same(secret: str, expected: str) -> bool:
+    """Constant time; bytes, since compare_digest refuses non-ASCII text (a header may carry any)."""
+    return hmac.compare_digest(secret.encode(), expected.encode())
+
+
+# (header, scheme): the SDK's bearer token, and Letta's own password header.
+_KEY_HEADERS = (("authorization", "bearer"), ("x-bare-password", "password"))
+
+
+def presented_key(request: Request) -> str | None:
+    for header, expected_scheme in _KEY_HEADERS:
+        scheme, _, token = request.headers.get(header, "").partition(" ")
+        if scheme.lower() == expected_scheme and token.strip():
+            return token.strip()
+    return None
+
+
+async def authenticate(request: Request) -> Caller:
+    """Every route but /v1/health/ depends on this (main.py); FastAPI runs it once per request."""
+    gate: Gate = request.app.state.gate
+    return await gate.caller(presented_key(request))
+
+
+async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+    if not caller.is_admin:
+        raise Forbidden("The admin API needs the admin key (MEMVM_ADMIN_API_KEY); an organization's key cannot use it.")
+    return caller
+
+
+CallerDep = Annotated[Caller, Depends(authenticate)]
+AdminDep = Annotated[Caller, Depends(require_admin)]
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+async def check_exposure(settings: Settings, gate: Gate) -> tuple[int, str]:
+    """Refuse to serve an unauthenticated server beyond this machine; the log level and line that
+    say which mode is on."""
+    if await gate.keys_required():
+        return logging.INFO, "authentication on: every route but /v1/health/ needs an API key"
+    if is_loopback(settings.host):
+        return logging.INFO, (
+            "authentication off (local mode): no admin key and no API keys; every request acts in the default organization"
+        )
+    if not settings.insecure:
+        raise ExposureRefused(
+            f"Refusing to listen on {settings.host} without authentication: anyone who reaches it could read and "
+            "rewrite every agent's memory. Set MEMVM_ADMIN_API_KEY (e.g. to the output of "
+            "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`), or create a key with "
+            "`memvm keys create --org NAME`, or pass --insecure (MEMVM_INSECURE=true) if you really mean it."
+        )
+    return logging.WARNING, (
+        f"authentication OFF on a non-loopback address ({settings.host}) because of --insecure: "
+        "anyone who can reach it has full access"
+    )
+
+
+class ExposureRefused(RuntimeError):
+    """The server would be reachable beyond this machine without authentication."""

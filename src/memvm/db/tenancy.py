@@ -1,0 +1,67 @@
+"""Organization scoping, applied by the session itself rather than by each query.
+
+Every unit of work names its organization (db/uow.py). Then:
+- every ORM SELECT, UPDATE and DELETE gets `organization_id = <org>` for each TenantOwned table it
+  touches (joins and subqueries included), and sees shared rows (organization NULL) of
+  SharedOrTenantOwned tables besides its own;
+- every new row of those tables is stamped with the organization.
+A session that names no organization may not touch tenant rows at all: forgetting to scope is an
+error, not a silent read of every tenant. Internal jobs that work across organizations (the
+embedding queue, syncing built-in tools) say so with ALL_ORGANIZATIONS.
+"""
+
+from typing import Any, Final
+
+from sqlalchemy import event, or_
+from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
+
+from memvm.db.base import SharedOrTenantOwned, TenantOwned
+
+ALL_ORGANIZATIONS: Final = "*"  # internal jobs only: no organization filter
+_KEY = "organization_id"
+
+
+class UnscopedSession(RuntimeError):
+    """A session touched tenant rows without naming its organization (a bug in memvm)."""
+
+
+class TenantSession(Session):
+    """The session class of every memvm unit of work (see db/engine.py)."""
+
+
+def scope(session: Session, organization_id: str) -> None:
+    session.info[_KEY] = organization_id
+
+
+def _organization(session: Session) -> str:
+    organization_id = session.info.get(_KEY)
+    if organization_id is None:
+        raise UnscopedSession("this session names no organization; open it with transaction(..., organization_id)")
+    return str(organization_id)
+
+
+@event.listens_for(TenantSession, "do_orm_execute")
+def _filter_queries(state: ORMExecuteState) -> None:
+    if not (state.is_select or state.is_update or state.is_delete) or state.is_column_load or state.is_relationship_load:
+        return
+    organization_id = _organization(state.session)
+    if organization_id == ALL_ORGANIZATIONS:
+        return
+    state.statement = state.statement.options(
+        with_loader_criteria(TenantOwned, lambda cls: cls.organization_id == organization_id, include_aliases=True),
+        with_loader_criteria(
+            SharedOrTenantOwned,
+            lambda cls: or_(cls.organization_id == organization_id, cls.organization_id.is_(None)),
+            include_aliases=True,
+        ),
+    )
+
+
+@event.listens_for(TenantSession, "before_flush")
+def _stamp_new_rows(session: Session, flush_context: Any, instances: Any) -> None:
+    for row in session.new:
+        if isinstance(row, TenantOwned | SharedOrTenantOwned) and getattr(row, _KEY, None) is None:
+            organization_id = _organization(session)
+            if organization_id == ALL_ORGANIZATIONS:
+                raise UnscopedSession(f"a new {type(row).__name__} needs an organization; internal jobs cannot create one")
+            row.organization_id = organization_id

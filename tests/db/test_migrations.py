@@ -1,0 +1,64 @@
+"""Upgrading a database that already holds data: rows written before access control existed end up
+in the default organization, and built-in tools stay shared."""
+
+import asyncpg
+from alembic import command
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db.migrate import alembic_config
+from tests.support.pg import admin_execute, asyncpg_dsn, with_database
+
+BEFORE_ORGANIZATIONS = "87555ae4a455"
+
+
+async def migrate(url: str, revision: str) -> None:
+    def upgrade(connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(upgrade)
+    finally:
+        await engine.dispose()
+
+
+async def test_existing_rows_move_into_the_default_organization(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_with_data")
+    url = with_database(server_url, "upgrade_with_data")
+    await migrate(url, BEFORE_ORGANIZATIONS)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        await db.execute(
+            "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system)"
+            " VALUES ('agent-1', 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')"
+        )
+        await db.execute(
+            "INSERT INTO block (id, label, value, char_limit, read_only, metadata, tags, version)"
+            " VALUES ('block-1', 'human', 'Bob', 100, false, '{}', '{}', 1)"
+        )
+        await db.execute("INSERT INTO agent_block (agent_id, block_id, label) VALUES ('agent-1', 'block-1', 'human')")
+        await db.execute(
+            "INSERT INTO tool (id, name, tool_type, description, json_schema, tags)"
+            " VALUES ('tool-1', 'send_message', 'letta_core', 'd', '{}', '{}')"
+        )
+        await migrate(url, "head")
+        owners = {
+            table: await db.fetchval(f"SELECT organization_id FROM {table}")
+            for table in ("agent", "block", "agent_block", "tool")
+        }
+        default = await db.fetchval("SELECT name FROM organization WHERE id = $1", DEFAULT_ORGANIZATION_ID)
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_with_data WITH (FORCE)")
+
+    assert owners == {
+        "agent": DEFAULT_ORGANIZATION_ID,
+        "block": DEFAULT_ORGANIZATION_ID,
+        "agent_block": DEFAULT_ORGANIZATION_ID,
+        "tool": None,
+    }
+    assert default == "default"

@@ -1,0 +1,78 @@
+"""Access control from the outside: `memvm keys` against a database, and `memvm serve` refusing to
+expose an unauthenticated server beyond loopback."""
+
+import subprocess
+from pathlib import Path
+
+import httpx
+
+from tests.support.serve import child_env, free_port, memvm_command, serve
+
+CLI_TIMEOUT = 60.0
+
+
+def memvm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        memvm_command(*args), env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT
+    )
+
+
+def test_keys_create_list_and_revoke_against_a_database_a_running_server_honours(database_url: str, tmp_path: Path) -> None:
+    env = child_env(MEMVM_DATABASE_URL=database_url)
+    created = memvm(env, "keys", "create", "--org", "acme", "--name", "ci")
+    key = created.stdout.strip()
+    port = free_port()
+    with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            allowed = http.get("/v1/agents/", headers={"Authorization": f"Bearer {key}"})
+            listed = memvm(env, "keys", "list")
+            key_id = listed.stdout.split()[0]
+            revoked = memvm(env, "keys", "revoke", key_id)
+            refused = http.get("/v1/agents/", headers={"Authorization": f"Bearer {key}"})
+        log = served.log()
+    unknown = memvm(env, "keys", "revoke", "apikey-00000000-0000-4000-8000-000000000000")
+
+    assert created.returncode == 0 and key.startswith("mvk_") and "shown only now" in created.stderr
+    assert allowed.status_code == 200 and "authentication on" in log
+    assert listed.returncode == 0 and "acme" in listed.stdout and "ci" in listed.stdout and key not in listed.stdout
+    assert revoked.returncode == 0 and refused.status_code == 401
+    assert "revoked" in memvm(env, "keys", "list").stdout
+    assert unknown.returncode == 1 and "not found" in unknown.stderr
+
+
+def test_keys_refuses_an_embedded_database_held_by_a_running_server(tmp_path: Path) -> None:
+    env = child_env(MEMVM_DATA_DIR=str(tmp_path / "data"))
+    port = free_port()
+    with serve(tmp_path / "serve.log", env, "--port", str(port), port=port):
+        held = memvm(env, "keys", "list")
+
+    assert held.returncode == 1 and "held by a running server" in held.stderr, held.stderr
+
+
+def test_serving_beyond_loopback_needs_auth_or_insecure(database_url: str, tmp_path: Path) -> None:
+    env = child_env(MEMVM_DATABASE_URL=database_url)
+    refused = subprocess.run(
+        memvm_command("serve", "--host", "0.0.0.0", "--port", str(free_port())),
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=CLI_TIMEOUT,
+    )
+    port = free_port()
+    with serve(tmp_path / "insecure.log", env, "--host", "0.0.0.0", "--port", str(port), "--insecure", port=port) as served:
+        insecure_log = served.log()
+    port = free_port()
+    keyed = child_env(MEMVM_DATABASE_URL=database_url, MEMVM_ADMIN_API_KEY="admin-secret")
+    with serve(tmp_path / "keyed.log", keyed, "--host", "0.0.0.0", "--port", str(port), port=port) as served:
+        keyed_log = served.log()
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            without_key = http.get("/v1/agents/")
+            with_key = http.get("/v1/agents/", headers={"Authorization": "Bearer admin-secret"})
+
+    assert refused.returncode != 0
+    assert "Refusing to listen on 0.0.0.0 without authentication" in refused.stdout + refused.stderr
+    assert "MEMVM_ADMIN_API_KEY" in refused.stdout + refused.stderr
+    assert "WARNING" in insecure_log and "authentication OFF" in insecure_log
+    assert "authentication on" in keyed_log and "admin-secret" not in keyed_log
+    assert without_key.status_code == 401 and with_key.status_code == 200
