@@ -102,6 +102,19 @@ wait_ok() {
   done
   return 1
 }
+# run_workload ARGS...: `workload.py run ARGS` in the background (so the trap can stop it), bounded by
+# TIME_LIMIT; sets WL_RC, LOAD0 and LOAD1 (load averages before and after).
+run_workload() {
+  LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+  local t0
+  t0=$(date +%s)
+  timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run "$@" &
+  WL_PID=$!
+  wait "$WL_PID"; WL_RC=$?
+  WL_PID=""
+  LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
+  echo "workload finished rc=$WL_RC in $(( $(date +%s) - t0 )) s; load average before: $LOAD0, after: $LOAD1"
+}
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
 [ "$MODE" != search ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
 [ "$MODE" = auth ] && port_busy "$AUTH_PORT" && die "127.0.0.1:$AUTH_PORT is already in use (set BENCH_AUTH_PORT)"
@@ -252,19 +265,11 @@ PYEOF
   ) || die "could not write $TARGETS"
 
   echo "memvm auth-cost bench: ops=$OPS quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
-  LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-  T0=$(date +%s)
   # No seed passages and no archival scaling: none of the default ops reads them (later flags still win).
-  timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run \
-    --targets "$TARGETS" --psql "$PSQL" --llm-url "$LLM_URL" \
+  run_workload --targets "$TARGETS" --psql "$PSQL" --llm-url "$LLM_URL" \
     --ops "$OPS" --start-timeout 120 --seed-passages 0 --scale-sizes '' \
     "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
-    --out-json "$OUT_JSON" --out-md "$OUT_MD" &
-  WL_PID=$!
-  wait "$WL_PID"; WL_RC=$?
-  WL_PID=""
-  LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-  echo "workload finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average before: $LOAD0, after: $LOAD1"
+    --out-json "$OUT_JSON" --out-md "$OUT_MD"
   [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC); server logs: $RESULTS/$STAMP-memvm$SUFFIX-{local,auth}-server.log"
   # workload.py copies each target (auth_header included) into its JSON: keep the key out of results/
   "$PY" - "$OUT_JSON" <<'PYEOF'
@@ -300,21 +305,13 @@ fi
 SERVER_CMD=$(server_cmd "$DATA" "$PORT")
 
 echo "memvm bench: ops=$OPS quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
-LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
-T0=$(date +%s)
-timeout -s INT -k 60 "$TIME_LIMIT" "$PY" "$SHARED/workload.py" run \
-  --name memvm --base-url "http://127.0.0.1:$PORT" \
+run_workload --name memvm --base-url "http://127.0.0.1:$PORT" \
   --server-cmd "$SERVER_CMD" --server-log "$WORK/memvm.log" \
   --pg-dsn "postgresql://postgres@/postgres?host=$DATA/pg" --psql "$PSQL" \
   --llm-url "$LLM_URL" \
   --ops "$OPS" --start-timeout 120 \
   "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
-  --out-json "$OUT_JSON" --out-md "$OUT_MD" &
-WL_PID=$!
-wait "$WL_PID"; WL_RC=$?
-WL_PID=""
-LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
-echo "workload finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average before: $LOAD0, after: $LOAD1"
+  --out-json "$OUT_JSON" --out-md "$OUT_MD"
 [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC); server log: $RESULTS/$STAMP-memvm$SUFFIX-server.log"
 
 # ---------------------------------------------------------------- side by side
