@@ -33,6 +33,9 @@ BODIES = {
     ("POST", "/v1/archives/{archive_id}/passages/batch"): {"passages": [{"text": "planted"}]},
     ("POST", "/v1/messages/search"): {"query": "garden", "agent_id": "{agent}"},
     ("POST", "/v1/agents/messages/search"): {"query": "garden", "agent_id": "{agent}"},
+    ("POST", "/v1/tools/"): {"source_code": "def mine(x: int) -> int:\n    return x"},
+    ("PUT", "/v1/tools/"): {"source_code": "def roll(sides: int) -> int:\n    return sides"},
+    ("PATCH", "/v1/tools/{tool_id}"): {"description": "taken over"},
 }
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.
@@ -43,9 +46,10 @@ UNSCOPED = {
     ("GET", "/v1/blocks/"),
     ("GET", "/v1/archives/"),
     ("GET", "/v1/tools/"),
+    ("GET", "/v1/tools/count"),
+    ("POST", "/v1/tools/"),
+    ("PUT", "/v1/tools/"),
 }
-# Built-in tools are shared read-only: B may read one.
-SHARED_READS = {("GET", "/v1/tools/{tool_id}")}
 
 
 @pytest.fixture
@@ -79,7 +83,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     memory = (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "my garden"}, headers=headers)).json()
     llm.reply("Nice garden.")
     sent = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "my garden"}, headers=headers)).json()
-    tool = (await client.get(f"/v1/agents/{agent['id']}/tools", headers=headers)).json()[0]
+    tool = (await client.post("/v1/tools/", json=BODIES[("PUT", "/v1/tools/")], headers=headers)).json()
     return {
         "agent_id": agent["id"],
         "block_id": block["id"],
@@ -141,7 +145,7 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
         names = re.findall(r"{(\w+)}", path)
         if path.startswith("/v1/admin/"):
             expected = {403}
-        elif operation in SHARED_READS or operation in UNSCOPED:
+        elif operation in UNSCOPED:
             continue  # checked below: what B sees lists only B's objects
         elif not names and operation not in BODIES and method != "GET":
             failures.append(f"{method} {path}: the walk has no body for it; add one to BODIES")
@@ -151,10 +155,10 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
         # A's ids everywhere; then, where two ids meet, B's own object with A's other one, both ways.
         combos = [a]
         for name in names:
-            if name not in ("block_label", "tool_id"):
+            if name != "block_label":
                 combos.append({**a, name: b[name]})
         for path_ids in combos:
-            if all(path_ids[n] == b[n] for n in names if n not in ("block_label", "tool_id")) and names:
+            if all(path_ids[n] == b[n] for n in names if n != "block_label") and names:
                 continue
             response = await call(server, operation, path_ids, a, key_b)
             if response.status_code not in expected:
@@ -173,7 +177,7 @@ async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
     key_a, key_b = await new_key(server, "a"), await new_key(server, "b")
     a = await objects_of(server, key_a, llm)
     b = await objects_of(server, key_b, llm)
-    a_ids = {value for name, value in a.items() if name not in ("block_label", "tool_id", "key_id")}
+    a_ids = {value for name, value in a.items() if name not in ("block_label", "key_id")}
     seen_by_b = []
     for operation in sorted(UNSCOPED | {("POST", "/v1/passages/search"), ("POST", "/v1/messages/search")}):
         method, path = operation

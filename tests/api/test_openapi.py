@@ -37,6 +37,11 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/messages/{message_id}"),
     # tools.py
     ("GET", "/v1/tools/"),
+    ("GET", "/v1/tools/count"),
+    ("POST", "/v1/tools/"),
+    ("PUT", "/v1/tools/"),
+    ("PATCH", "/v1/tools/{tool_id}"),
+    ("DELETE", "/v1/tools/{tool_id}"),
     ("GET", "/v1/tools/{tool_id}"),
     ("GET", "/v1/agents/{agent_id}/tools"),
     ("PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}"),

@@ -315,3 +315,21 @@ async def test_model_failure_mid_stream_arrives_in_band_as_an_sdk_error(letta: A
     assert isinstance(raised.value.body, dict)
     assert raised.value.body["message_type"] == "error_message"
     assert "upstream exploded" in raised.value.body["message"]
+
+
+async def test_custom_tool_from_source_through_the_sdk(letta: AsyncLetta):
+    source = (
+        'def shout(text: str) -> str:\n    """Say it louder.\n\n    Args:\n        text: What to say.\n    """\n'
+        "    return text.upper()\n"
+    )
+
+    created = await letta.tools.create(source_code=source, tags=["sdk"])
+    upserted = await letta.tools.upsert(source_code=source.replace("louder", "much louder"))
+    listed = [tool.name async for tool in letta.tools.list(tool_types=["custom"])]
+    await letta.tools.delete(created.id)
+
+    assert created.name == "shout" and created.tool_type == "custom" and created.tags == ["sdk"]
+    assert created.json_schema["parameters"]["properties"]["text"] == {"type": "string", "description": "What to say."}
+    assert upserted.id == created.id and upserted.description == "Say it much louder."
+    assert "shout" in listed
+    assert "shout" not in [tool.name async for tool in letta.tools.list(tool_types=["custom"])]

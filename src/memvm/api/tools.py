@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Query, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
@@ -8,19 +8,75 @@ from memvm.api.deps import AgentId, TransactionDep, page_params
 from memvm.db.pagination import PageRequest, page_of
 from memvm.ids import id_pattern
 from memvm.tools import service
-from memvm.tools.schemas import ToolRead
+from memvm.tools.schemas import ToolCreate, ToolRead, ToolUpdate
+from memvm.tools.service import ToolFilter
 
 router = APIRouter(tags=["tools"])
 ToolId = Annotated[str, Path(pattern=id_pattern("tool"), description="tool-<uuid4>")]
 
 
+def _tool_filter(
+    name: str | None = None,
+    names: Annotated[list[str] | None, Query()] = None,
+    tool_types: Annotated[list[str] | None, Query()] = None,
+    exclude_tool_types: Annotated[list[str] | None, Query()] = None,
+    search: str | None = Query(None, description="Case-insensitive substring of the name."),
+) -> ToolFilter:
+    return ToolFilter(
+        names=[*(names or ()), *([name] if name else [])],
+        tool_types=tool_types or (),
+        exclude_tool_types=exclude_tool_types or (),
+        search=search,
+    )
+
+
+FilterDep = Annotated[ToolFilter, Depends(_tool_filter)]
+
+
 @router.get("/v1/tools/", response_model=list[ToolRead])
 async def list_tools(
-    tx: TransactionDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))], name: str | None = None
+    tx: TransactionDep, tool_filter: FilterDep, page: Annotated[PageRequest, Depends(page_params(50, "asc"))]
 ) -> list[ToolRead]:
-    """Tools this server provides."""
+    """The built-in tools and your organization's custom tools, oldest first by default."""
     async with tx() as session:
-        return [ToolRead.of(tool) for tool in await service.list_tools(session, page, name=name)]
+        return [ToolRead.of(tool) for tool in await service.list_tools(session, page, tool_filter)]
+
+
+@router.get("/v1/tools/count", response_model=int)
+async def count_tools(tx: TransactionDep, tool_filter: FilterDep) -> int:
+    """How many tools the same filters as the list would show."""
+    async with tx() as session:
+        return await service.count_tools(session, tool_filter)
+
+
+@router.post("/v1/tools/", response_model=ToolRead)
+async def create_tool(body: ToolCreate, tx: TransactionDep) -> ToolRead:
+    """Create a custom tool from Python source; its JSON schema is derived from the function's signature
+    and Google-style docstring unless `json_schema` is given. The source is parsed, not run."""
+    async with tx() as session:
+        return ToolRead.of(await service.create_tool(session, body))
+
+
+@router.put("/v1/tools/", response_model=ToolRead)
+async def upsert_tool(body: ToolCreate, tx: TransactionDep) -> ToolRead:
+    """Create a custom tool, or replace your organization's tool of the same function name."""
+    async with tx() as session:
+        return ToolRead.of(await service.upsert_tool(session, body))
+
+
+@router.patch("/v1/tools/{tool_id}", response_model=ToolRead)
+async def update_tool(tool_id: ToolId, body: ToolUpdate, tx: TransactionDep) -> ToolRead:
+    """Change a custom tool; new source re-derives its name and schema. Built-in tools are read-only (403)."""
+    async with tx() as session:
+        return ToolRead.of(await service.update_tool(session, tool_id, body))
+
+
+@router.delete("/v1/tools/{tool_id}", status_code=204)
+async def delete_tool(tool_id: ToolId, tx: TransactionDep) -> Response:
+    """Delete a custom tool and detach it from every agent. Built-in tools cannot be deleted (403)."""
+    async with tx() as session:
+        await service.delete_tool(session, tool_id)
+    return Response(status_code=204)
 
 
 @router.get("/v1/tools/{tool_id}", response_model=ToolRead)

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -11,13 +11,14 @@ from memvm.db.dml import rows_affected
 from memvm.orm import AgentTool, Tool
 
 
-async def upsert_by_name(session: AsyncSession, row: dict[str, Any]) -> None:
-    """Insert, or refresh the description, schema and type of the tool with this name (safe when
-    several replicas start at once)."""
+async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
+    """Insert, or refresh the description, schema and type of the built-in tool with this name (safe
+    when several replicas start at once)."""
     statement = insert(Tool).values(**row)
     await session.execute(
         statement.on_conflict_do_update(
             index_elements=[Tool.name],
+            index_where=Tool.organization_id.is_(None),
             set_={
                 "description": statement.excluded.description,
                 "json_schema": statement.excluded.json_schema,
@@ -27,9 +28,28 @@ async def upsert_by_name(session: AsyncSession, row: dict[str, Any]) -> None:
     )
 
 
-def list_query(*, name: str | None) -> Select[Tool]:
+def list_query(
+    *, names: Sequence[str], tool_types: Sequence[str], exclude_tool_types: Sequence[str], search: str | None
+) -> Select[Tool]:
     query = select(Tool)
-    return query if name is None else query.where(Tool.name == name)
+    if names:
+        query = query.where(Tool.name.in_(list(names)))
+    if tool_types:
+        query = query.where(Tool.tool_type.in_(list(tool_types)))
+    if exclude_tool_types:
+        query = query.where(Tool.tool_type.not_in(list(exclude_tool_types)))
+    if search:
+        query = query.where(Tool.name.icontains(search, autoescape=True))
+    return query
+
+
+async def count(session: AsyncSession, query: Select[Tool]) -> int:
+    return await session.scalar(select(func.count()).select_from(query.subquery())) or 0
+
+
+async def custom_by_name(session: AsyncSession, name: str) -> Tool | None:
+    """The caller's organization's custom tool of this name (the session is scoped to it)."""
+    return await session.scalar(select(Tool).where(Tool.name == name, Tool.organization_id.is_not(None)))
 
 
 async def get(session: AsyncSession, tool_id: str) -> Tool | None:

@@ -1,11 +1,46 @@
-"""Tool shapes of the Letta v1 API."""
+"""Tool shapes of the Letta v1 API (ToolCreate, ToolUpdate, Tool)."""
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+
+from memvm.orm import Tool
 
 RETURN_CHAR_LIMIT = 50_000
+MAX_SOURCE_CHARS = 100_000
+
+
+class PipRequirement(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    version: str | None = Field(None, max_length=100)
+
+
+class ToolFields(BaseModel):
+    """What create, upsert and update share; all optional here."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    description: str | None = Field(None, description="Default: the function's docstring.")
+    json_schema: dict[str, Any] | None = Field(None, description="Default: derived from the signature and docstring.")
+    args_json_schema: dict[str, Any] | None = None
+    return_char_limit: int | None = Field(None, ge=1, le=1_000_000)
+    tags: list[str] | None = None
+    pip_requirements: list[PipRequirement] | None = None
+    default_requires_approval: bool | None = None
+    enable_parallel_execution: bool | None = None
+    source_type: Literal["python"] | None = None
+
+
+class ToolCreate(ToolFields):
+    source_code: str = Field(min_length=1, max_length=MAX_SOURCE_CHARS, description="Python source of one function.")
+
+
+class ToolUpdate(ToolFields):
+    source_code: str | None = Field(None, min_length=1, max_length=MAX_SOURCE_CHARS)
+    metadata: dict[str, Any] | None = Field(None, validation_alias=AliasChoices("metadata", "metadata_"))
 
 
 class ToolRead(BaseModel):
@@ -15,16 +50,19 @@ class ToolRead(BaseModel):
     description: str
     tags: list[str]
     json_schema: dict[str, Any]
+    args_json_schema: dict[str, Any] | None = None
     source_code: str | None = None
+    source_type: str | None = None
     return_char_limit: int = RETURN_CHAR_LIMIT
+    pip_requirements: list[dict[str, Any]] = Field(default_factory=list)
     default_requires_approval: bool = False
     enable_parallel_execution: bool = False
-    metadata: dict[str, Any] = {}
+    metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, tool: Any) -> "ToolRead":
+    def of(cls, tool: Tool) -> "ToolRead":
         return cls(
             id=tool.id,
             name=tool.name,
@@ -32,6 +70,14 @@ class ToolRead(BaseModel):
             description=tool.description,
             tags=tool.tags,
             json_schema=tool.json_schema,
+            args_json_schema=tool.args_json_schema,
+            source_code=tool.source_code,
+            source_type=tool.source_type,
+            return_char_limit=tool.return_char_limit,
+            pip_requirements=tool.pip_requirements,
+            default_requires_approval=tool.default_requires_approval,
+            enable_parallel_execution=tool.enable_parallel_execution,
+            metadata=tool.metadata_,
             created_at=tool.created_at,
             updated_at=tool.updated_at,
         )

@@ -1,22 +1,32 @@
-"""Tools as stored rows: the built-ins are synced at start-up; agents attach and detach them."""
+"""Tools as stored rows: the built-ins are synced at start-up and shared read-only; custom tools
+belong to one organization and are made from Python source; agents attach and detach them."""
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
 
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
-from memvm.errors import InvalidInput, NotFound
+from memvm.errors import Conflict, Forbidden, InvalidInput, NotFound
 from memvm.ids import new_id
 from memvm.orm import AgentTool, Tool
 from memvm.tools import repository
 from memvm.tools.builtin import BUILTIN_SPECS, DEFAULT_TOOLS, TOOL_TYPES
+from memvm.tools.schemas import ToolCreate, ToolUpdate
+from memvm.tools.source_schema import derive_schema
+
+CUSTOM_TOOL_TYPE = "custom"
+_NAME_INDEX = "uq_tool_organization_id_name"
 
 
 async def sync_builtin_tools(session: AsyncSession) -> None:
     """Insert or refresh every built-in tool by name."""
     for spec in BUILTIN_SPECS.values():
         schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
-        await repository.upsert_by_name(
+        await repository.upsert_builtin(
             session,
             {
                 "id": new_id("tool"),
@@ -29,8 +39,103 @@ async def sync_builtin_tools(session: AsyncSession) -> None:
         )
 
 
-async def list_tools(session: AsyncSession, page: PageRequest, *, name: str | None = None) -> list[Tool]:
-    return await fetch_page(session, repository.list_query(name=name), Tool, page)
+@dataclass(frozen=True)
+class ToolFilter:
+    """GET /v1/tools/ filters, as the SDK sends them."""
+
+    names: Sequence[str] = ()
+    tool_types: Sequence[str] = ()
+    exclude_tool_types: Sequence[str] = ()
+    search: str | None = None
+
+    def query(self) -> Select[Tool]:
+        return repository.list_query(
+            names=self.names, tool_types=self.tool_types, exclude_tool_types=self.exclude_tool_types, search=self.search
+        )
+
+
+async def list_tools(session: AsyncSession, page: PageRequest, tool_filter: ToolFilter) -> list[Tool]:
+    return await fetch_page(session, tool_filter.query(), Tool, page)
+
+
+async def count_tools(session: AsyncSession, tool_filter: ToolFilter) -> int:
+    return await repository.count(session, tool_filter.query())
+
+
+async def create_tool(session: AsyncSession, data: ToolCreate) -> Tool:
+    """A custom tool of the caller's organization, its schema derived from the source unless given."""
+    tool = Tool(id=new_id("tool"), tool_type=CUSTOM_TOOL_TYPE, tags=[], pip_requirements=[], metadata_={})
+    _apply(tool, data)
+    session.add(tool)
+    await flush_or_conflict(
+        session, _NAME_INDEX, f"Your organization already has a tool named {tool.name!r}; PUT /v1/tools/ replaces it."
+    )
+    return tool
+
+
+async def upsert_tool(session: AsyncSession, data: ToolCreate) -> Tool:
+    """Create the tool, or replace the organization's tool of the same name."""
+    name = _schema(data.source_code, data.json_schema)["name"]
+    existing = await repository.custom_by_name(session, name)
+    if existing is None:
+        return await create_tool(session, data)
+    _apply(existing, data)
+    await session.flush()
+    return existing
+
+
+async def update_tool(session: AsyncSession, tool_id: str, data: ToolUpdate) -> Tool:
+    tool = await _custom_tool(session, tool_id)
+    _apply(tool, data)
+    if data.metadata is not None:
+        tool.metadata_ = data.metadata
+    await flush_or_conflict(session, _NAME_INDEX, f"Your organization already has a tool named {tool.name!r}.")
+    return tool
+
+
+async def delete_tool(session: AsyncSession, tool_id: str) -> None:
+    """Delete a custom tool; it is detached from every agent."""
+    await session.delete(await _custom_tool(session, tool_id))
+    await session.flush()
+
+
+async def _custom_tool(session: AsyncSession, tool_id: str) -> Tool:
+    tool = await get_tool(session, tool_id)
+    if tool.organization_id is None:
+        raise Forbidden(f"Tool {tool.name!r} is built in: it is shared by every organization and cannot be changed.")
+    return tool
+
+
+def _apply(tool: Tool, data: ToolCreate | ToolUpdate) -> None:
+    """Set the given fields; a new source or schema re-derives the name, description and schema."""
+    if data.source_code is not None or data.json_schema is not None:
+        source = data.source_code if data.source_code is not None else tool.source_code or ""
+        schema = _schema(source, data.json_schema)
+        tool.source_code, tool.name, tool.json_schema = source, schema["name"], schema
+        tool.description = data.description or str(schema.get("description") or "")
+    elif data.description is not None:
+        tool.description = data.description
+    for field in ("args_json_schema", "return_char_limit", "tags", "default_requires_approval", "enable_parallel_execution"):
+        value = getattr(data, field)
+        if value is not None:
+            setattr(tool, field, value)
+    if data.pip_requirements is not None:
+        tool.pip_requirements = [requirement.model_dump(exclude_none=True) for requirement in data.pip_requirements]
+    tool.source_type = "python"
+
+
+def _schema(source_code: str, given: dict[str, Any] | None) -> dict[str, Any]:
+    """The given JSON schema (checked for a usable name and parameters), or one derived from the source."""
+    if given is None:
+        schema = derive_schema(source_code)
+    else:
+        schema = given["function"] if isinstance(given.get("function"), dict) else given  # {"type": "function", ...}
+        if not isinstance(schema.get("name"), str) or not isinstance(schema.get("parameters", {}), dict):
+            raise InvalidInput("json_schema needs a string `name` and an object `parameters`, as OpenAI function schemas have.")
+        derive_schema(source_code, name=schema["name"])  # the source must define the function it describes
+    if schema["name"] in BUILTIN_SPECS:
+        raise Conflict(f"{schema['name']!r} is the name of a built-in tool; name your function differently.")
+    return schema
 
 
 async def get_tool(session: AsyncSession, tool_id: str) -> Tool:
@@ -62,6 +167,11 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
     """Attach in order, skipping tools already attached."""
     attached = {tool.id for tool in await agent_tools(session, agent_id)}
     for tool in tools:
+        if tool.tool_type == CUSTOM_TOOL_TYPE:
+            raise Conflict(
+                f"Tool {tool.name!r} is a custom tool, and this server cannot run custom tools yet (their sandbox "
+                "is not built). It is stored and can be edited; attach it once custom tools can run."
+            )
         if tool.id not in attached:
             session.add(AgentTool(agent_id=agent_id, tool_id=tool.id))
             attached.add(tool.id)

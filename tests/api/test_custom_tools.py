@@ -1,0 +1,107 @@
+"""Custom tools as a catalog: made from Python source (schema derived, source never run), per
+organization, editable, deletable; built-ins read-only. They cannot be attached until they can run."""
+
+from tests.support.api import create_agent
+
+WEATHER = '''
+def get_weather(city: str, units: str = "metric") -> str:
+    """Tell the weather in a city.
+
+    Args:
+        city: Name of the city.
+        units: metric or imperial.
+    """
+    return f"Sunny in {city}"
+'''
+WEATHER_V2 = WEATHER.replace("Tell the weather in a city.", "Forecast for a city.").replace(
+    'units: str = "metric"', "units: str, days: int = 1"
+)
+
+
+async def test_create_derives_the_schema_and_lists_by_filters(client):
+    created = await client.post("/v1/tools/", json={"source_code": WEATHER, "tags": ["weather"]})
+    tool = created.json()
+
+    assert created.status_code == 200, created.text
+    assert tool["name"] == "get_weather" and tool["tool_type"] == "custom" and tool["source_type"] == "python"
+    assert tool["description"] == "Tell the weather in a city."
+    assert tool["json_schema"]["parameters"] == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "Name of the city."},
+            "units": {"type": "string", "description": "metric or imperial."},
+        },
+        "required": ["city"],
+    }
+    by_type = (await client.get("/v1/tools/", params={"tool_types": "custom"})).json()
+    by_search = (await client.get("/v1/tools/", params={"search": "WEATH"})).json()
+    by_names = (await client.get("/v1/tools/", params=[("names", "get_weather"), ("names", "send_message")])).json()
+    count = (await client.get("/v1/tools/count", params={"exclude_tool_types": "custom"})).json()
+    everything = (await client.get("/v1/tools/count")).json()
+    assert [t["id"] for t in by_type] == [tool["id"]] and [t["id"] for t in by_search] == [tool["id"]]
+    assert sorted(t["name"] for t in by_names) == ["get_weather", "send_message"]
+    assert everything == count + 1 and count >= 12
+
+
+async def test_bad_source_is_a_400_that_says_what_to_fix_and_stores_nothing(client, db):
+    before = await db.fetchval("SELECT count(*) FROM tool")
+    missing_type = await client.post("/v1/tools/", json={"source_code": "def f(city):\n    return city"})
+    syntax = await client.post("/v1/tools/", json={"source_code": "def f(:"})
+    no_function = await client.post("/v1/tools/", json={"source_code": "x = 1"})
+    builtin_name = await client.post(
+        "/v1/tools/", json={"source_code": "def send_message(message: str) -> str:\n    return message"}
+    )
+    bad_schema = await client.post("/v1/tools/", json={"source_code": WEATHER, "json_schema": {"parameters": {}}})
+
+    assert missing_type.status_code == 400 and "'city' of 'f' has no type annotation" in missing_type.json()["detail"]
+    assert syntax.status_code == 400 and "not valid Python" in syntax.json()["detail"]
+    assert no_function.status_code == 400 and "defines no function" in no_function.json()["detail"]
+    assert builtin_name.status_code == 409 and "built-in tool" in builtin_name.json()["detail"]
+    assert bad_schema.status_code == 400 and "string `name`" in bad_schema.json()["detail"]
+    assert await db.fetchval("SELECT count(*) FROM tool") == before
+
+
+async def test_names_are_unique_per_organization_and_put_replaces(client):
+    first = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
+    again = await client.post("/v1/tools/", json={"source_code": WEATHER})
+    replaced = await client.put("/v1/tools/", json={"source_code": WEATHER_V2, "return_char_limit": 500})
+
+    assert again.status_code == 409 and "PUT /v1/tools/" in again.json()["detail"]
+    assert replaced.status_code == 200 and replaced.json()["id"] == first["id"]
+    assert replaced.json()["description"] == "Forecast for a city." and replaced.json()["return_char_limit"] == 500
+    assert replaced.json()["json_schema"]["parameters"]["required"] == ["city", "units"]
+
+
+async def test_patch_rederives_from_new_source_and_delete_removes(client):
+    tool = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
+
+    patched = await client.patch(f"/v1/tools/{tool['id']}", json={"source_code": WEATHER_V2, "metadata_": {"owner": "ops"}})
+    deleted = await client.delete(f"/v1/tools/{tool['id']}")
+    gone = await client.get(f"/v1/tools/{tool['id']}")
+
+    assert patched.status_code == 200 and "days" in patched.json()["json_schema"]["parameters"]["properties"]
+    assert patched.json()["metadata"] == {"owner": "ops"}
+    assert deleted.status_code == 204 and gone.status_code == 404
+
+
+async def test_builtin_tools_are_read_only(client):
+    builtin = (await client.get("/v1/tools/", params={"name": "memory_replace"})).json()[0]
+
+    patched = await client.patch(f"/v1/tools/{builtin['id']}", json={"description": "mine now"})
+    deleted = await client.delete(f"/v1/tools/{builtin['id']}")
+
+    assert patched.status_code == 403 and deleted.status_code == 403 and "built in" in patched.json()["detail"]
+    assert (await client.get(f"/v1/tools/{builtin['id']}")).json()["description"] == builtin["description"]
+
+
+async def test_custom_tools_are_not_attached_until_they_can_run(client):
+    tool = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
+    agent = await create_agent(client)
+
+    attached = await client.patch(f"/v1/agents/{agent['id']}/tools/attach/{tool['id']}")
+    created = await client.post("/v1/agents/", json={"tools": ["get_weather"]})
+
+    assert attached.status_code == 409 and "cannot run custom tools yet" in attached.json()["detail"]
+    assert created.status_code == 409
+    names = [t["name"] for t in (await client.get(f"/v1/agents/{agent['id']}/tools")).json()]
+    assert "get_weather" not in names
