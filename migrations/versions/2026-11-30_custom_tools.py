@@ -22,12 +22,15 @@ def upgrade() -> None:
     op.add_column("tool", sa.Column("return_char_limit", sa.Integer(), server_default=sa.text("50000"), nullable=False))
     op.add_column(
         "tool",
-        sa.Column("pip_requirements", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'[]'::jsonb"), nullable=False),
+        sa.Column(
+            "pip_requirements", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'[]'::jsonb"), nullable=False
+        ),
     )
     op.add_column("tool", sa.Column("default_requires_approval", sa.Boolean(), server_default=sa.text("false"), nullable=False))
     op.add_column("tool", sa.Column("enable_parallel_execution", sa.Boolean(), server_default=sa.text("false"), nullable=False))
     op.add_column(
-        "tool", sa.Column("metadata", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False)
+        "tool",
+        sa.Column("metadata", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'{}'::jsonb"), nullable=False),
     )
     op.drop_constraint("uq_tool_name", "tool", type_="unique")
     op.create_index("uq_tool_builtin_name", "tool", ["name"], unique=True, postgresql_where=sa.text("organization_id IS NULL"))
