@@ -5,6 +5,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import Depends, FastAPI
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import __version__
 from memvm.accounts.key_cache import KeyCache
@@ -44,16 +45,9 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             sessionmaker = build_sessionmaker(engine)
             async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
                 await sync_builtin_tools(session)
-            admin_key = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
             keys = KeyCache(sessionmaker, lock_engine)
             keys.start()
-            app.state.gate = gate = auth.Gate(sessionmaker, keys, admin_key)
-            try:
-                level, mode = await auth.check_exposure(settings, gate)
-            except auth.ExposureRefused as refused:
-                log.error("%s", refused)
-                raise
-            log.log(level, "%s", mode)
+            await _open_gate(app, settings, sessionmaker, keys)
             app.state.sessionmaker = sessionmaker
             runtime = RuntimeDeps(
                 sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders, settings=settings
@@ -87,6 +81,19 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     for module in (agents, core_memory, blocks, messages, tools, archival, search, admin):
         app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
     return app
+
+
+async def _open_gate(app: FastAPI, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], keys: KeyCache) -> None:
+    """Access control for the routes (api/auth.py); refuses to serve an unauthenticated server beyond
+    loopback, and logs which mode is on."""
+    admin_key = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
+    app.state.gate = gate = auth.Gate(sessionmaker, keys, admin_key)
+    try:
+        level, mode = await auth.check_exposure(settings, gate)
+    except auth.ExposureRefused as refused:
+        log.error("%s", refused)
+        raise
+    log.log(level, "%s", mode)
 
 
 def _model_factory(settings: Settings) -> ChatModelFactory:
