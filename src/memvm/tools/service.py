@@ -64,8 +64,12 @@ async def count_tools(session: AsyncSession, tool_filter: ToolFilter) -> int:
 
 async def create_tool(session: AsyncSession, data: ToolCreate) -> Tool:
     """A custom tool of the caller's organization, its schema derived from the source unless given."""
+    return await _create(session, data, _schema(data.source_code, data.json_schema))
+
+
+async def _create(session: AsyncSession, data: ToolCreate, schema: dict[str, Any]) -> Tool:
     tool = Tool(id=new_id("tool"), tool_type=CUSTOM_TOOL_TYPE, tags=[], pip_requirements=[], metadata_={})
-    _apply(tool, data)
+    _apply(tool, data, schema)
     session.add(tool)
     await flush_or_conflict(
         session, _NAME_INDEX, f"Your organization already has a tool named {tool.name!r}; PUT /v1/tools/ replaces it."
@@ -75,18 +79,21 @@ async def create_tool(session: AsyncSession, data: ToolCreate) -> Tool:
 
 async def upsert_tool(session: AsyncSession, data: ToolCreate) -> Tool:
     """Create the tool, or replace the organization's tool of the same name."""
-    name = _schema(data.source_code, data.json_schema)["name"]
-    existing = await repository.custom_by_name(session, name)
+    schema = _schema(data.source_code, data.json_schema)
+    existing = await repository.custom_by_name(session, schema["name"])
     if existing is None:
-        return await create_tool(session, data)
-    _apply(existing, data)
+        return await _create(session, data, schema)
+    _apply(existing, data, schema)
     await session.flush()
     return existing
 
 
 async def update_tool(session: AsyncSession, tool_id: str, data: ToolUpdate) -> Tool:
     tool = await _custom_tool(session, tool_id)
-    _apply(tool, data)
+    schema = None
+    if data.source_code is not None or data.json_schema is not None:
+        schema = _schema(data.source_code or tool.source_code or "", data.json_schema)
+    _apply(tool, data, schema)
     if data.metadata is not None:
         tool.metadata_ = data.metadata
     await flush_or_conflict(session, _NAME_INDEX, f"Your organization already has a tool named {tool.name!r}.")
@@ -106,12 +113,12 @@ async def _custom_tool(session: AsyncSession, tool_id: str) -> Tool:
     return tool
 
 
-def _apply(tool: Tool, data: ToolCreate | ToolUpdate) -> None:
-    """Set the given fields; a new source or schema re-derives the name, description and schema."""
-    if data.source_code is not None or data.json_schema is not None:
-        source = data.source_code if data.source_code is not None else tool.source_code or ""
-        schema = _schema(source, data.json_schema)
-        tool.source_code, tool.name, tool.json_schema = source, schema["name"], schema
+def _apply(tool: Tool, data: ToolCreate | ToolUpdate, schema: dict[str, Any] | None) -> None:
+    """Set the given fields; a new `schema` (from new source or json_schema) sets the name and
+    description too."""
+    if schema is not None:
+        tool.source_code = data.source_code or tool.source_code
+        tool.name, tool.json_schema = schema["name"], schema
         tool.description = data.description or str(schema.get("description") or "")
     elif data.description is not None:
         tool.description = data.description
