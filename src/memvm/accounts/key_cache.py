@@ -84,6 +84,11 @@ class KeyCache:
     def _on_revocation(self, *_notification: Any) -> None:
         self._forget()
 
+    def forget(self) -> None:
+        """A key was revoked through this process: forget now, not when our own NOTIFY comes back
+        (it arrives asynchronously, so the revoking client's next request could still be let in)."""
+        self._forget()
+
     def _forget(self) -> None:
         self._generation += 1
         self._callers.clear()

@@ -33,10 +33,12 @@ async def list_api_keys(admin: AdminDep, tx: TransactionDep) -> list[ApiKeyRead]
 
 
 @router.delete("/api-keys/{key_id}", status_code=204)
-async def revoke_api_key(key_id: ApiKeyId, admin: AdminDep, tx: TransactionDep) -> Response:
-    """Revoke a key; every replica refuses it from the next request on."""
+async def revoke_api_key(key_id: ApiKeyId, request: Request, admin: AdminDep, tx: TransactionDep) -> Response:
+    """Revoke a key; this replica refuses it from the next request on, the others as soon as the
+    revocation's NOTIFY reaches them (milliseconds)."""
     async with tx() as session:
         await service.revoke_key(session, key_id)
+    request.app.state.gate.key_revoked()
     return Response(status_code=204)
 
 

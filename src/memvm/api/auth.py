@@ -49,6 +49,9 @@ class Gate:
         """A key was made through this process: require keys now, not at the next re-check."""
         self._keys_required = True
 
+    def key_revoked(self) -> None:
+        self.keys.forget()
+
     async def caller(self, secret: str | None) -> Caller:
         if self.admin_key is not None and secret is not None and _same(secret, self.admin_key):
             return ADMIN_CALLER
