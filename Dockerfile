@@ -7,6 +7,11 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 
 WORKDIR /app
 
+# bubblewrap: the sandbox custom tools run in (prlimit comes with util-linux, already in the image).
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends bubblewrap \
+ && rm -rf /var/lib/apt/lists/*
+
 # Dependencies in their own layer, keyed on pyproject.toml alone, so code edits
 # don't reinstall them. The list is read with the stdlib TOML parser; no compiler
 # is needed (asyncpg, uvloop, etc. ship manylinux wheels).

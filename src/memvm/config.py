@@ -1,6 +1,7 @@
 """Settings: the one place memvm reads its environment (prefix MEMVM_)."""
 
 from pathlib import Path
+from typing import Literal
 
 from platformdirs import user_data_dir
 from pydantic import AliasChoices, Field, SecretStr, field_validator
@@ -52,6 +53,19 @@ class Settings(BaseSettings):
     embedding_poll_seconds: float = Field(5.0, gt=0, description="Idle worker's wait between queue checks.")
     # A second send to a busy agent waits this long for the running turn, then gets 409.
     turn_lock_timeout_seconds: float = Field(30.0, ge=0)
+
+    # Custom tools run in a sandbox: bubblewrap (Linux namespaces: no network, no view of the server's
+    # files or environment) unless the operator accepts a plain subprocess with rlimits ("process").
+    tool_sandbox: Literal["bubblewrap", "process"] = "bubblewrap"
+    tool_timeout_seconds: float = Field(30.0, gt=0, description="Wall clock per tool call; then its process tree is killed.")
+    tool_memory_mb: int = Field(512, ge=64, description="Address-space limit of a tool call.")
+    tool_max_processes: int = Field(32, ge=1, description="Processes (and threads) one tool call may run at once.")
+    tool_max_output_bytes: int = Field(1 << 20, ge=1024, description="stdout + stderr + result of one call; more is an error.")
+    tool_tmp_mb: int = Field(64, ge=1, description="Size of the private /tmp of a sandboxed call.")
+    tool_concurrency: int = Field(16, ge=1, le=1024, description="Tool calls running at once in this process.")
+    # When the server runs as root, each concurrent call runs as its own unprivileged uid from here on,
+    # so that the process limit counts that call's processes alone.
+    tool_sandbox_first_uid: int = Field(200_000, ge=1000)
 
     @field_validator("database_url")
     @classmethod

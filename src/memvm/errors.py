@@ -9,6 +9,7 @@ DomainError
 ├── PreconditionFailed  If-Match named a version that is no longer current
 ├── Busy                the agent is running another turn and the wait ran out
 ├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
+├── Unavailable         this server cannot do it as configured (no sandbox for custom tools)
 └── LLMError            the model provider failed (after retries)
     ├── LLMTimeout
     ├── LLMUnavailable      5xx / 429 / connection errors
@@ -54,6 +55,10 @@ class Busy(DomainError):
 
 
 class MemoryEditError(DomainError):
+    pass
+
+
+class Unavailable(DomainError):
     pass
 
 

@@ -21,6 +21,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.provider import RetryPolicy
 from memvm.runtime.deps import RuntimeDeps
+from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
 from memvm.tools.service import sync_builtin_tools
 
@@ -49,8 +50,16 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             keys.start()
             await _open_gate(app, settings, sessionmaker, keys)
             app.state.sessionmaker = sessionmaker
+            sandbox = Sandbox(settings)
+            await sandbox.probe()
+            log.log(*sandbox.describe())
             runtime = RuntimeDeps(
-                sessionmaker=sessionmaker, lock_engine=lock_engine, models=models, embedders=embedders, settings=settings
+                sessionmaker=sessionmaker,
+                lock_engine=lock_engine,
+                models=models,
+                embedders=embedders,
+                settings=settings,
+                sandbox=sandbox,
             )
             app.state.runtime = runtime
             if settings.embedding_worker:

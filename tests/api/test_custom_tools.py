@@ -1,5 +1,5 @@
 """Custom tools as a catalog: made from Python source (schema derived, source never run), per
-organization, editable, deletable; built-ins read-only. They cannot be attached until they can run."""
+organization, editable, deletable, attachable by id or name; built-ins read-only."""
 
 from tests.support.api import create_agent
 
@@ -94,14 +94,14 @@ async def test_builtin_tools_are_read_only(client):
     assert (await client.get(f"/v1/tools/{builtin['id']}")).json()["description"] == builtin["description"]
 
 
-async def test_custom_tools_are_not_attached_until_they_can_run(client):
+async def test_custom_tools_attach_by_id_and_by_name_at_creation(client):
     tool = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
     agent = await create_agent(client)
 
     attached = await client.patch(f"/v1/agents/{agent['id']}/tools/attach/{tool['id']}")
-    created = await client.post("/v1/agents/", json={"tools": ["get_weather"]})
+    created = await client.post("/v1/agents/", json={"tools": ["get_weather"], "model": "openai/scripted-model"})
 
-    assert attached.status_code == 409 and "cannot run custom tools yet" in attached.json()["detail"]
-    assert created.status_code == 409
-    names = [t["name"] for t in (await client.get(f"/v1/agents/{agent['id']}/tools")).json()]
-    assert "get_weather" not in names
+    assert attached.status_code == 200 and created.status_code == 200, created.text
+    for agent_id in (agent["id"], created.json()["id"]):
+        names = [t["name"] for t in (await client.get(f"/v1/agents/{agent_id}/tools")).json()]
+        assert "get_weather" in names

@@ -36,6 +36,7 @@ BODIES = {
     ("POST", "/v1/tools/"): {"source_code": "def mine(x: int) -> int:\n    return x"},
     ("PUT", "/v1/tools/"): {"source_code": "def roll(sides: int) -> int:\n    return sides"},
     ("PATCH", "/v1/tools/{tool_id}"): {"description": "taken over"},
+    ("POST", "/v1/tools/run"): {"source_code": "def echo(x: int) -> int:\n    return x", "args": {"x": 1}},
 }
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.
@@ -49,6 +50,7 @@ UNSCOPED = {
     ("GET", "/v1/tools/count"),
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
+    ("POST", "/v1/tools/run"),  # runs the source it is given; reads and writes nothing stored
 }
 
 

@@ -40,6 +40,7 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/tools/count"),
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
+    ("POST", "/v1/tools/run"),
     ("PATCH", "/v1/tools/{tool_id}"),
     ("DELETE", "/v1/tools/{tool_id}"),
     ("GET", "/v1/tools/{tool_id}"),

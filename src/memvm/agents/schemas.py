@@ -1,10 +1,11 @@
 """Agent shapes of the Letta v1 API (CreateAgent, UpdateAgent, AgentState)."""
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
@@ -44,6 +45,27 @@ def _check_block_ids(ids: list[str] | None) -> list[str] | None:
     return ids
 
 
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MASKED_SECRET = "********"
+
+
+def _check_secret_names(secrets: dict[str, str] | None) -> dict[str, str] | None:
+    for key in secrets or {}:
+        if not _ENV_NAME.match(key):
+            raise ValueError(
+                f"{key!r} is not an environment variable name; use letters, digits and '_', not starting with a digit"
+            )
+    return secrets
+
+
+class SecretRead(BaseModel):
+    """One of the agent's tool variables; its value is never shown."""
+
+    agent_id: str
+    key: str
+    value: str = MASKED_SECRET
+
+
 class AgentFields(BaseModel):
     """Fields shared by create and update; all optional here."""
 
@@ -61,8 +83,14 @@ class AgentFields(BaseModel):
     context_window_limit: int | None = Field(None, ge=256)
     timezone: str | None = None
     memory_render_mode: RenderMode | None = Field(None, description="standard | line_numbered | git")
+    secrets: dict[str, str] | None = Field(
+        None,
+        validation_alias=AliasChoices("secrets", "tool_exec_environment_variables"),
+        description="Environment variables for this agent's custom tools (replaces the set); never shown again.",
+    )
 
     _timezone = field_validator("timezone")(_check_timezone)
+    _secrets = field_validator("secrets")(_check_secret_names)
 
 
 class AgentCreate(AgentFields):
@@ -112,13 +140,18 @@ class AgentRead(BaseModel):
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[Any] = Field(default_factory=list)
     message_ids: list[str] = Field(default_factory=list)
+    secrets: list[SecretRead] = Field(default_factory=list)
+    tool_exec_environment_variables: list[SecretRead] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
 
     @classmethod
-    def of(cls, agent: Agent, blocks: list[Block] | None, tools: list[Tool] | None, *, show_tags: bool) -> "AgentRead":
+    def of(
+        cls, agent: Agent, blocks: list[Block] | None, tools: list[Tool] | None, *, show_tags: bool, show_secrets: bool
+    ) -> "AgentRead":
         """`blocks`/`tools` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
+        secrets = [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)] if show_secrets else []
         return cls(
             id=agent.id,
             name=agent.name,
@@ -142,6 +175,8 @@ class AgentRead(BaseModel):
             ),
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
+            secrets=secrets,
+            tool_exec_environment_variables=secrets,
             created_at=agent.created_at,
             updated_at=agent.updated_at,
         )

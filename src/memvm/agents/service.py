@@ -56,6 +56,7 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         embedding_config=data.embedding_config,
         context_window_limit=data.context_window_limit,
         timezone=data.timezone or "UTC",
+        tool_secrets=data.secrets or {},
     )
     session.add(agent)
     created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
@@ -114,6 +115,8 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
         changes.pop("embedding", None)
     if "metadata" in changes:
         agent.metadata_ = changes["metadata"]
+    if update.secrets is not None:
+        agent.tool_secrets = update.secrets
     if update.llm_config is not None:
         agent.llm_config = update.llm_config.model_dump()
     if update.memory_render_mode is not None:
@@ -267,4 +270,8 @@ async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: s
     with_tools = include is None or "agent.tools" in include
     tools_of = {agent.id: await tools.agent_tools(session, agent.id) for agent in agents} if with_tools else {}
     show_tags = include is None or "agent.tags" in include
-    return [AgentRead.of(agent, blocks_of.get(agent.id), tools_of.get(agent.id), show_tags=show_tags) for agent in agents]
+    show_secrets = include is None or "agent.secrets" in include
+    return [
+        AgentRead.of(agent, blocks_of.get(agent.id), tools_of.get(agent.id), show_tags=show_tags, show_secrets=show_secrets)
+        for agent in agents
+    ]

@@ -19,6 +19,7 @@ from memvm.errors import (
     NotFound,
     PreconditionFailed,
     Unauthenticated,
+    Unavailable,
 )
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ STATUS_OF = {
     InvalidInput: 400,
     MemoryEditError: 400,
     PreconditionFailed: 412,
+    Unavailable: 503,
     LLMError: 502,  # the model provider failed outside a turn (e.g. summarize)
 }
 # The Letta SDK retries 409s by default; these will fail the same way again.

@@ -1,11 +1,14 @@
 """Response shapes of routes whose results are assembled here rather than by a domain schema, so
 that /openapi.json describes every response."""
 
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from memvm.archives.schemas import PassageRead
+from memvm.ids import new_id
+from memvm.sandbox.calls import ToolRunResult
 
 
 class Deleted(BaseModel):
@@ -22,6 +25,32 @@ class LettaMessage(BaseModel):
     id: str
     date: str
     message_type: str
+
+
+class ToolRunResponse(BaseModel):
+    """A tool return message for a run outside any agent (POST /v1/tools/run)."""
+
+    id: str
+    date: datetime
+    message_type: Literal["tool_return_message"] = "tool_return_message"
+    status: Literal["success", "error"]
+    tool_return: str
+    tool_call_id: str
+    stdout: list[str] | None
+    stderr: list[str] | None
+
+    @classmethod
+    def of(cls, result: ToolRunResult) -> "ToolRunResponse":
+        message_id = new_id("message")
+        return cls(
+            id=message_id,
+            date=datetime.now(UTC),
+            status=result.status,
+            tool_return=result.value,
+            tool_call_id=message_id,
+            stdout=[result.stdout] if result.stdout else None,
+            stderr=[result.stderr] if result.stderr else None,
+        )
 
 
 class ContextWindowOverview(BaseModel):

@@ -1,14 +1,16 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.deps import AgentId, TransactionDep, page_params
+from memvm.api.schemas import ToolRunResponse
 from memvm.db.pagination import PageRequest, page_of
 from memvm.ids import id_pattern
+from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
-from memvm.tools.schemas import ToolCreate, ToolRead, ToolUpdate
+from memvm.tools.schemas import ToolCreate, ToolRead, ToolRunRequest, ToolUpdate
 from memvm.tools.service import ToolFilter
 
 router = APIRouter(tags=["tools"])
@@ -62,6 +64,22 @@ async def upsert_tool(body: ToolCreate, tx: TransactionDep) -> ToolRead:
     """Create a custom tool, or replace your organization's tool of the same function name."""
     async with tx() as session:
         return ToolRead.of(await service.upsert_tool(session, body))
+
+
+@router.post("/v1/tools/run", response_model=ToolRunResponse)
+async def run_tool_source(body: ToolRunRequest, request: Request) -> ToolRunResponse:
+    """Run a tool's source with arguments in the sandbox, for debugging; nothing is stored. The
+    answer has the shape of a tool return message: status, return value, stdout and stderr."""
+    result = await run_source(
+        request.app.state.runtime.sandbox,
+        body.source_code,
+        body.args,
+        env=body.env_vars,
+        return_char_limit=body.return_char_limit,
+        requirements=pip_specifiers([requirement.model_dump() for requirement in body.pip_requirements]),
+        name=body.name,
+    )
+    return ToolRunResponse.of(result)
 
 
 @router.patch("/v1/tools/{tool_id}", response_model=ToolRead)

@@ -72,8 +72,8 @@ def _tool_return(message: Message) -> dict[str, Any]:
         "tool_return": message.content or "",
         "status": message.tool_status or "success",
         "tool_call_id": message.tool_call_id,
-        "stdout": None,
-        "stderr": None,
+        "stdout": [message.tool_stdout] if message.tool_stdout else None,
+        "stderr": [message.tool_stderr] if message.tool_stderr else None,
     }
     return _base(message, 0, "tool_return_message") | fields | {"tool_returns": [{"type": "tool", **fields}]}
 

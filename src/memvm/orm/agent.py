@@ -15,6 +15,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
@@ -43,6 +44,8 @@ class Agent(TenantOwned, Timestamps, Base):
     embedding_config: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
     context_window_limit: Mapped[int | None] = mapped_column(Integer)
     timezone: Mapped[str] = mapped_column(String)
+    # Variables passed to this agent's custom tools (the SDK's `secrets`); never returned in clear.
+    tool_secrets: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     compiled_system: Mapped[str] = mapped_column(Text, default="")
     default_archive_id: Mapped[str | None] = mapped_column(ForeignKey("archive.id", ondelete="SET NULL"))
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -43,6 +43,8 @@ class Message(TenantOwned, Base):
     tool_call_id: Mapped[str | None] = mapped_column(String)
     tool_name: Mapped[str | None] = mapped_column(String)
     tool_status: Mapped[str | None] = mapped_column(String)  # success | error
+    tool_stdout: Mapped[str | None] = mapped_column(Text)  # what a sandboxed call printed
+    tool_stderr: Mapped[str | None] = mapped_column(Text)
     otid: Mapped[str | None] = mapped_column(String)
     sender_id: Mapped[str | None] = mapped_column(String)
     in_context: Mapped[bool] = mapped_column(Boolean, default=True)

@@ -11,6 +11,7 @@ from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.models import ModelSource
 from memvm.runtime.turn_lock import agent_turn_lock
+from memvm.sandbox.runner import Sandbox
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class RuntimeDeps:
     models: ModelSource
     embedders: EmbedderRegistry
     settings: Settings
+    sandbox: Sandbox  # runs custom tools
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)

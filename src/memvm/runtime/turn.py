@@ -34,6 +34,8 @@ from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute
 from memvm.runtime.tools.outcome import ToolOutcome
+from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, wants_network
+from memvm.runtime.usage import Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
 from memvm.tools.builtin import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
@@ -50,36 +52,6 @@ class StepEnd:
 
 
 @dataclass
-class Usage:
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    total_tokens: int = 0
-    step_count: int = 0
-    context_tokens: int | None = None
-
-    def add(self, completion: Completion, estimated_prompt: int) -> None:
-        usage = completion.usage
-        prompt = usage.prompt_tokens if usage else estimated_prompt
-        completion_tokens = usage.completion_tokens if usage else estimate_text(completion.content)
-        self.prompt_tokens += prompt
-        self.completion_tokens += completion_tokens
-        self.total_tokens += prompt + completion_tokens
-        self.step_count += 1
-        self.context_tokens = prompt + completion_tokens
-
-    def as_letta(self, run_id: str) -> dict[str, Any]:
-        return {
-            "message_type": "usage_statistics",
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total_tokens,
-            "step_count": self.step_count,
-            "context_tokens": self.context_tokens,
-            "run_ids": [run_id],
-        }
-
-
-@dataclass
 class Turn:
     """State of one running turn. Create with `Turn.start` while holding the agent's turn lock."""
 
@@ -92,6 +64,7 @@ class Turn:
     tool_specs: list[ToolSpec]
     history: list[ChatMessage]
     pending_inputs: list[MessageCreate]
+    custom_calls: CustomCalls
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
@@ -107,7 +80,8 @@ class Turn:
             window = await messages.in_context(session, agent_id)
             run = await messages.start_run(session, agent_id)
         embedder = deps.embedders.for_handle(agent.embedding)
-        specs = [BUILTIN_SPECS[tool.name] for tool in attached if tool.name in BUILTIN_SPECS]
+        custom = {tool.name: CustomTool.of(tool) for tool in attached if tool.tool_type == tools.CUSTOM_TOOL_TYPE}
+        specs = [BUILTIN_SPECS[tool.name] if tool.name in BUILTIN_SPECS else custom[tool.name].spec for tool in attached]
         if agent.agent_type in HEARTBEAT_AGENT_TYPES:
             specs = [with_heartbeat(spec) for spec in specs]
         return cls(
@@ -120,6 +94,13 @@ class Turn:
             tool_specs=specs,
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
+            custom_calls=CustomCalls(
+                deps.sandbox,
+                custom,
+                env=agent.tool_secrets,
+                network=wants_network(agent.metadata_),
+                snapshot=lambda: _agent_state(deps, agent),
+            ),
             embedding=EmbeddingModel.of(embedder),
         )
 
@@ -184,7 +165,8 @@ class Turn:
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
         vectors = await self._embed_tool_inputs(completion)
-        shown, stop_reason = await self._store_step(completion, vectors)
+        sandboxed = await self.custom_calls.run(completion.tool_calls, frozenset(spec.name for spec in self.tool_specs))
+        shown, stop_reason = await self._store_step(completion, vectors, sandboxed)
         self.deps.embedding_wakeup.set()
         for message in shown:
             for letta in to_letta(
@@ -271,7 +253,9 @@ class Turn:
             return {}
         return dict(zip(texts, vectors, strict=True))
 
-    async def _store_step(self, completion: Completion, vectors: dict[str, Sequence[float]]) -> tuple[list[Message], str | None]:
+    async def _store_step(
+        self, completion: Completion, vectors: dict[str, Sequence[float]], sandboxed: dict[str, ToolOutcome]
+    ) -> tuple[list[Message], str | None]:
         """One transaction: inputs (first step), the assistant message, every tool call's effects
         and result, and the heartbeat that hands control back. Returns what the client is shown
         and the stop reason (None: take another step)."""
@@ -301,6 +285,7 @@ class Turn:
                 timezone=self.agent.timezone,
                 embedding=self.embedding,
                 vectors=vectors,
+                sandboxed=sandboxed,
             )
             results, outcomes = await self._run_tools(context, completion, base)
             shown = [assistant, *results]
@@ -335,6 +320,8 @@ class Turn:
                     tool_status=outcome.status,
                     tool_call_id=call.id,
                     tool_name=call.name,
+                    tool_stdout=outcome.stdout,
+                    tool_stderr=outcome.stderr,
                     **base,
                 )
             )
@@ -348,6 +335,24 @@ class Turn:
     async def _finish(self, stop_reason: str) -> None:
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
+
+
+async def _agent_state(deps: RuntimeDeps, agent: Agent) -> dict[str, Any]:
+    """The agent as its custom tools see it (`agent_state`): read when a call first needs it, so it
+    shows this turn's memory edits so far."""
+    async with transaction(deps.sessionmaker, agent.organization_id) as session:
+        blocks = await agents.agent_blocks(session, agent.id)
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "agent_type": agent.agent_type,
+        "tags": list(agent.tags),
+        "metadata": dict(agent.metadata_),
+        "blocks": [
+            {"label": b.label, "value": b.value, "limit": b.char_limit, "description": b.description, "read_only": b.read_only}
+            for b in blocks
+        ],
+    }
 
 
 def _embedded_argument(call: ToolCall) -> str | None:

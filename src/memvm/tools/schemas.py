@@ -15,7 +15,7 @@ class PipRequirement(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    version: str | None = Field(None, max_length=100)
+    version: str | None = Field(None, max_length=100, pattern=r"^[A-Za-z0-9.*+!_-]+$", description="Pinned with ==.")
 
 
 class ToolFields(BaseModel):
@@ -81,3 +81,16 @@ class ToolRead(BaseModel):
             created_at=tool.created_at,
             updated_at=tool.updated_at,
         )
+
+
+class ToolRunRequest(BaseModel):
+    """POST /v1/tools/run: try a tool's source with arguments, in the sandbox, without storing it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    source_code: str = Field(min_length=1, max_length=MAX_SOURCE_CHARS)
+    args: dict[str, Any] = Field(default_factory=dict, description="The function's arguments.")
+    env_vars: dict[str, str] = Field(default_factory=dict, description="Environment variables for this run.")
+    name: str | None = Field(None, description="The function to call; by default the last one defined.")
+    pip_requirements: list[PipRequirement] = Field(default_factory=list)
+    return_char_limit: int = Field(RETURN_CHAR_LIMIT, ge=1, le=1_000_000)

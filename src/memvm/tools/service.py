@@ -174,11 +174,6 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
     """Attach in order, skipping tools already attached."""
     attached = {tool.id for tool in await agent_tools(session, agent_id)}
     for tool in tools:
-        if tool.tool_type == CUSTOM_TOOL_TYPE:
-            raise Conflict(
-                f"Tool {tool.name!r} is a custom tool, and this server cannot run custom tools yet (their sandbox "
-                "is not built). It is stored and can be edited; attach it once custom tools can run."
-            )
         if tool.id not in attached:
             session.add(AgentTool(agent_id=agent_id, tool_id=tool.id))
             attached.add(tool.id)

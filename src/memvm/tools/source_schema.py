@@ -49,6 +49,13 @@ def derive_schema(source_code: str, name: str | None = None) -> dict[str, Any]:
     }
 
 
+def takes_agent_state(source_code: str, name: str) -> bool:
+    """Whether the tool wants the agent's read-only snapshot (Letta's `agent_state` parameter)."""
+    function = _function(source_code, name)
+    arguments = function.args
+    return any(arg.arg == "agent_state" for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs])
+
+
 def _function(source_code: str, name: str | None) -> ast.FunctionDef | ast.AsyncFunctionDef:
     try:
         tree = ast.parse(source_code)
@@ -104,11 +111,7 @@ def _name(node: ast.expr) -> str | None:
 
 def _union(members: list[ast.expr], where: str) -> dict[str, Any]:
     """Optional[X] and X | None describe X (the parameter just becomes optional to pass)."""
-    kept = [
-        member
-        for member in members
-        if not (isinstance(member, ast.Constant) and member.value is None) and _name(member) != "None"
-    ]
+    kept = [member for member in members if not _is_none(member)]
     schemas = [annotation_schema(member, where) for member in kept]
     return schemas[0] if len(schemas) == 1 else {"anyOf": schemas}
 

@@ -1,5 +1,5 @@
-"""What a tool handler gets: the step's transaction, who is acting, and vectors computed before
-the transaction opened (an embedding call never runs inside it)."""
+"""What a tool handler gets: the step's transaction, who is acting, and what was computed before
+the transaction opened (embeddings, sandboxed calls: neither ever runs inside it)."""
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.embeddings.ports import EmbeddingModel
+from memvm.runtime.tools.outcome import ToolOutcome
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,7 @@ class ToolContext:
     timezone: str = "UTC"
     embedding: EmbeddingModel | None = None
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)  # text → its embedding
+    sandboxed: Mapping[str, ToolOutcome] = field(default_factory=dict)  # tool call id → custom call's outcome
 
     def vector_for(self, text: str) -> Sequence[float] | None:
         return self.vectors.get(text)

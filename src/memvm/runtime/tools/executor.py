@@ -2,15 +2,15 @@
 (so a failed call leaves nothing behind), and turn domain errors into results the model can act on."""
 
 import inspect
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, get_args, get_origin
 
 from memvm.errors import DomainError
 from memvm.llm.types import ToolCall
 from memvm.runtime.tools import archival_tools, conversation_tools, memory_command, memory_tools
+from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.context import ToolContext
-from memvm.runtime.tools.outcome import ToolOutcome
+from memvm.runtime.tools.outcome import ToolOutcome, clip
 from memvm.tools.builtin import TERMINAL_TOOLS
 from memvm.tools.schemas import RETURN_CHAR_LIMIT
 
@@ -33,50 +33,36 @@ HANDLERS: dict[str, Handler] = {
 
 
 async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
+    """A custom tool's call already ran in the sandbox, before the transaction; its outcome is in
+    the context. A built-in runs now, inside the step's transaction."""
+    if call.name in allowed and (sandboxed := ctx.sandboxed.get(call.id)) is not None:
+        return sandboxed
     if call.name not in allowed or call.name not in HANDLERS:
-        names = ", ".join(sorted(allowed)) or "none"
-        return _invalid(f"Unknown tool '{call.name}'. Tools you can call: {names}.")
+        return unknown_tool(call, allowed)
     try:
-        arguments = _parse_arguments(call)
+        arguments = parse_arguments(call)
         heartbeat = bool(arguments.pop("request_heartbeat", False))
         _check_arguments(call.name, arguments)
     except ValueError as error:
-        return _invalid(str(error))
+        return ToolOutcome.invalid(str(error))
     try:
         async with ctx.session.begin_nested():
             message = await HANDLERS[call.name](ctx, **arguments)
     except DomainError as error:
         return ToolOutcome("error", error.message, heartbeat=heartbeat)
-    return ToolOutcome("success", _clip(message), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)
+    return ToolOutcome("success", clip(message, RETURN_CHAR_LIMIT), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)
 
 
-def _invalid(message: str) -> ToolOutcome:
-    return ToolOutcome("error", message, invalid_call=True)
-
-
-def _parse_arguments(call: ToolCall) -> dict[str, Any]:
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError as error:
-        raise ValueError(
-            f"The arguments of {call.name} are not valid JSON ({error.msg} at position {error.pos}). "
-            "Call the tool again with a JSON object."
-        ) from None
-    if not isinstance(arguments, dict):
-        raise ValueError(f"The arguments of {call.name} must be a JSON object, not {type(arguments).__name__}.")
-    return arguments
+def unknown_tool(call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
+    names = ", ".join(sorted(allowed)) or "none"
+    return ToolOutcome.invalid(f"Unknown tool '{call.name}'. Tools you can call: {names}.")
 
 
 def _check_arguments(name: str, arguments: dict[str, Any]) -> None:
     """Names and JSON types against the handler's signature, so a bad call gets a precise message."""
     parameters = {key: p for key, p in inspect.signature(HANDLERS[name]).parameters.items() if key != "ctx"}
-    unknown = sorted(set(arguments) - set(parameters))
-    missing = sorted(key for key, p in parameters.items() if p.default is inspect.Parameter.empty and key not in arguments)
-    if unknown or missing:
-        parts = ([f"unknown argument(s) {', '.join(unknown)}"] if unknown else []) + (
-            [f"missing required argument(s) {', '.join(missing)}"] if missing else []
-        )
-        raise ValueError(f"{name}: {'; '.join(parts)}. Expected arguments: {', '.join(parameters)}.")
+    required = [key for key, p in parameters.items() if p.default is inspect.Parameter.empty]
+    check_names(name, arguments, parameters, required)
     for key, value in arguments.items():
         if value is not None and not _json_type_ok(parameters[key].annotation, value):
             raise ValueError(f"{name}: argument '{key}' has the wrong type ({type(value).__name__}).")
@@ -87,9 +73,3 @@ def _json_type_ok(annotation: Any, value: Any) -> bool:
     if isinstance(value, bool) and bool not in kinds:
         return False  # JSON true is not an integer argument
     return any(isinstance(value, kind) for kind in kinds)
-
-
-def _clip(message: str) -> str:
-    if len(message) <= RETURN_CHAR_LIMIT:
-        return message
-    return message[:RETURN_CHAR_LIMIT] + f"\n… [truncated: the result exceeded {RETURN_CHAR_LIMIT} characters]"

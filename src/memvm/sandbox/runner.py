@@ -1,0 +1,204 @@
+"""Run one custom tool call in its own process and collect what it did, within the limits.
+
+The process is killed (its whole tree: bubblewrap's PID namespace dies with it) when the wall-clock
+timeout passes or when it writes more than the output budget. Every way a call can end becomes a
+`ToolRunResult`: the agent sees an error and stays usable."""
+
+import asyncio
+import contextlib
+import functools
+import json
+import logging
+import os
+import shutil
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from memvm.config import Settings
+from memvm.sandbox import command
+from memvm.sandbox.calls import ToolRun, ToolRunResult
+from memvm.sandbox.identities import Identities
+from memvm.sandbox.venvs import RequirementsError, Venvs
+
+log = logging.getLogger(__name__)
+_CHUNK = 64 * 1024
+# (mode, the launchers found) → why that sandbox cannot run tools (None: it can).
+_PROBED: dict[tuple[str | None, ...], str | None] = {}
+PROBE = ToolRun(source="def ping() -> str:\n    return 'pong'\n", function="ping", arguments={})
+
+
+@dataclass
+class _Capture:
+    """stdout, stderr and the result channel share one byte budget. Each pipe is read to its end
+    even past the budget (and the process killed): an unread pipe would block its writer."""
+
+    budget: int
+    process: asyncio.subprocess.Process
+    used: int = 0
+    overflowed: bool = False
+    parts: dict[str, bytearray] = field(default_factory=lambda: {name: bytearray() for name in ("stdout", "stderr", "result")})
+
+    async def drain(self, name: str, reader: asyncio.StreamReader) -> None:
+        while chunk := await reader.read(_CHUNK):
+            self.used += len(chunk)
+            if self.used <= self.budget:
+                self.parts[name] += chunk
+            elif not self.overflowed:
+                self.overflowed = True
+                _kill(self.process)
+
+    def text(self, name: str) -> str:
+        return self.parts[name].decode("utf-8", errors="replace")
+
+
+class Sandbox:
+    """One per process. `mode` is what runs custom tools; `unavailable` says why none can."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.mode: Literal["bubblewrap", "process"] = settings.tool_sandbox
+        self.unavailable: str | None = None
+        self._timeout = settings.tool_timeout_seconds
+        self._limits = command.Limits.of(settings)
+        self._output_budget = settings.tool_max_output_bytes
+        self._venvs = Venvs(settings.data_dir / "tool-venvs")
+        self._identities = Identities(settings.tool_sandbox_first_uid, settings.tool_concurrency, settings.tool_max_processes)
+
+    async def probe(self) -> None:
+        """Run a trivial tool once: what cannot run it now will not run a real one later. The host
+        does not change while the process runs, so each mode is probed once per process."""
+        launchers = ["prlimit", *(["bwrap"] if self.mode == "bubblewrap" else []), *(["setpriv"] if os.geteuid() == 0 else [])]
+        key = (self.mode, *(shutil.which(launcher) for launcher in launchers))
+        if key not in _PROBED:
+            _PROBED[key] = await self._probe(launchers)
+        self.unavailable = _PROBED[key]
+
+    async def _probe(self, launchers: list[str]) -> str | None:
+        missing = [launcher for launcher in launchers if shutil.which(launcher) is None]
+        if missing:
+            return f"{' and '.join(missing)} not found on PATH (Debian: apt-get install util-linux bubblewrap)"
+        result = await self.run(PROBE)
+        if result.status != "success" or result.value != "pong":
+            return f"a test call failed: {(result.stderr.strip() or result.value)[:500]}"
+        return None
+
+    def describe(self) -> tuple[int, str]:
+        """The start-up log line: which sandbox runs custom tools, if any."""
+        if self.unavailable is not None:
+            return logging.ERROR, (
+                f"custom tools cannot run: the {self.mode} sandbox is unavailable ({self.unavailable}); "
+                "install bubblewrap and allow user namespaces, or set MEMVM_TOOL_SANDBOX=process to accept "
+                "plain subprocesses with resource limits"
+            )
+        if self.mode == "process":
+            return logging.WARNING, (
+                "custom tools run as plain subprocesses with resource limits (MEMVM_TOOL_SANDBOX=process): "
+                "they can read what the server's files allow and use the network"
+            )
+        return logging.INFO, "custom tools run in a bubblewrap sandbox (no network, no view of the server's files)"
+
+    async def run(self, call: ToolRun) -> ToolRunResult:
+        try:
+            python = await self._venvs.interpreter(call.requirements) if call.requirements else command.base_interpreter()
+        except RequirementsError as error:
+            return ToolRunResult("error", f"The tool's pip_requirements could not be installed: {error}")
+        async with self._identities.lease() as identity:
+            with tempfile.TemporaryDirectory(prefix="memvm-tool-") as workdir:
+                if identity.uid is not None:
+                    os.chown(workdir, identity.uid, identity.uid)
+                return await self._run(call, python, identity.switch(), identity.processes(), workdir)
+
+    async def _run(self, call: ToolRun, python: str, switch: list[str], processes: int, workdir: str) -> ToolRunResult:
+        """The request goes in through an unnamed temporary file (no size limit, no path on disk);
+        stdout, stderr and the result come back through pipes of our own, so waiting for the
+        process never depends on them being read."""
+        if self.mode == "bubblewrap":
+            jail = command.bubblewrap(self._limits, python, network=call.network)
+        else:
+            jail = command.interpreter(python)
+        pipes = {name: os.pipe() for name in ("stdout", "stderr", "result")}
+        with tempfile.TemporaryFile() as request:
+            request.write(json.dumps({**_request(call), "result_fd": pipes["result"][1]}).encode())
+            request.seek(0)
+            try:
+                process = await asyncio.create_subprocess_exec(
+                    *switch,
+                    *command.prlimit(self._limits, processes),
+                    *jail,
+                    stdin=request,
+                    stdout=pipes["stdout"][1],
+                    stderr=pipes["stderr"][1],
+                    pass_fds=(pipes["result"][1],),
+                    env=command.BASE_ENV,
+                    cwd=workdir,
+                    start_new_session=True,
+                )
+            finally:
+                for _, write_end in pipes.values():
+                    os.close(write_end)
+        return await self._collect(process, {name: read_end for name, (read_end, _) in pipes.items()})
+
+    async def _collect(self, process: asyncio.subprocess.Process, pipes: dict[str, int]) -> ToolRunResult:
+        loop = asyncio.get_running_loop()
+        capture = _Capture(self._output_budget, process)
+        transports: list[asyncio.BaseTransport] = []
+        drains = []
+        for name, fd in pipes.items():
+            reader = asyncio.StreamReader()
+            protocol = functools.partial(asyncio.StreamReaderProtocol, reader)
+            transports.append((await loop.connect_read_pipe(protocol, os.fdopen(fd, "rb", 0)))[0])
+            drains.append(capture.drain(name, reader))
+        timed_out = False
+        try:
+            await asyncio.wait_for(asyncio.gather(*drains, process.wait()), self._timeout)
+        except TimeoutError:
+            timed_out = True
+        finally:
+            _kill(process)
+            await process.wait()
+            for pipe in transports:
+                pipe.close()
+        return self._outcome(capture, process.returncode, timed_out=timed_out)
+
+    def _outcome(self, capture: _Capture, returncode: int | None, *, timed_out: bool) -> ToolRunResult:
+        stdout, stderr = capture.text("stdout"), capture.text("stderr")
+        if timed_out:
+            return ToolRunResult("error", f"The tool did not finish within {self._timeout:g} s and was stopped.", stdout, stderr)
+        if capture.overflowed:
+            return ToolRunResult(
+                "error", f"The tool wrote more than {self._output_budget} bytes of output and was stopped.", stdout, stderr
+            )
+        try:
+            result = json.loads(capture.text("result"))
+            return ToolRunResult("success" if result["status"] == "success" else "error", str(result["value"]), stdout, stderr)
+        except (ValueError, KeyError, TypeError):
+            return ToolRunResult("error", _ended_without_result(returncode), stdout, stderr)
+
+
+def _request(call: ToolRun) -> dict[str, Any]:
+    return {
+        "source": call.source,
+        "function": call.function,
+        "arguments": dict(call.arguments),
+        "env": {**command.BASE_ENV, **call.env},
+        "agent_state": dict(call.agent_state) if call.agent_state is not None else None,
+    }
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    """The process group: bubblewrap, and in process mode the tool's own children."""
+    if process.returncode is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+
+
+def _ended_without_result(returncode: int | None) -> str:
+    if returncode is not None and returncode < 0:
+        name = signal.Signals(-returncode).name
+        why = " (the CPU-time limit)" if name in ("SIGXCPU", "SIGKILL") else ""
+        return f"The tool process was killed by {name}{why} before it returned."
+    return (
+        f"The tool process exited with code {returncode} before it returned "
+        "(it may have called exit, or run out of memory or processes)."
+    )

@@ -1,0 +1,56 @@
+"""Which sandbox runs custom tools, and what happens when none can: the start-up log says so, a
+debugging run is a 503 that says why, and an agent's call is an error result the model can read."""
+
+import logging
+
+from memvm.config import Settings
+from tests.support.api import app_client, create_agent
+
+ECHO = '''
+def echo(text: str) -> str:
+    """Echo."""
+    import os
+    return text + "|" + os.environ.get("MEMVM_SECRET_OF_SERVER", "unset")
+'''
+
+
+async def test_the_process_sandbox_runs_tools_and_warns_at_start(settings: Settings, caplog, monkeypatch):
+    monkeypatch.setenv("MEMVM_SECRET_OF_SERVER", "leaked")
+    caplog.set_level(logging.INFO)
+    async with app_client(settings.model_copy(update={"tool_sandbox": "process"})) as client:
+        ran = await client.post("/v1/tools/run", json={"source_code": ECHO, "args": {"text": "hi"}})
+
+    assert ran.status_code == 200 and ran.json()["tool_return"] == "hi|unset"
+    assert any(r.levelno == logging.WARNING and "plain subprocesses" in r.getMessage() for r in caplog.records)
+
+
+async def test_the_bubblewrap_sandbox_is_named_in_the_start_up_log(settings: Settings, caplog):
+    caplog.set_level(logging.INFO)
+    async with app_client(settings) as client:
+        await client.get("/v1/health/")
+
+    assert any("bubblewrap sandbox" in r.getMessage() for r in caplog.records)
+
+
+async def test_without_a_sandbox_tools_are_refused_with_the_reason(settings: Settings, llm, caplog, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    caplog.set_level(logging.INFO)
+    async with app_client(settings) as client:
+        ran = await client.post("/v1/tools/run", json={"source_code": ECHO, "args": {"text": "hi"}})
+        await client.post("/v1/tools/", json={"source_code": ECHO})
+        agent = await create_agent(client, model="openai/scripted-model", tools=["echo"])
+        llm.reply(tool_calls=[("echo", {"text": "hi"})]).reply("done")
+        sent = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "go"})
+
+    assert ran.status_code == 503 and "bwrap" in ran.json()["detail"] and "not found on PATH" in ran.json()["detail"]
+    [returned] = [m for m in sent.json()["messages"] if m["message_type"] == "tool_return_message"]
+    assert returned["status"] == "error" and "Custom tools cannot run on this server" in returned["tool_return"]
+    assert any(r.levelno == logging.ERROR and "custom tools cannot run" in r.getMessage() for r in caplog.records)
+
+
+async def test_bad_source_and_bad_arguments_are_400s(client):
+    syntax = await client.post("/v1/tools/run", json={"source_code": "def broken(:\n", "args": {}})
+    arguments = await client.post("/v1/tools/run", json={"source_code": ECHO, "args": {"txt": "hi"}})
+
+    assert syntax.status_code == 400 and "not valid Python" in syntax.json()["detail"]
+    assert arguments.status_code == 400 and "unknown argument(s) txt" in arguments.json()["detail"]

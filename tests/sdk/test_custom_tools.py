@@ -1,0 +1,43 @@
+"""Custom tools through the official SDK: create one from source, attach it, and an agent calls it
+in the sandbox; the agent's secrets reach the tool and come back masked."""
+
+import json
+
+from letta_client import AsyncLetta
+from letta_client.types import ToolReturnMessage
+
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.sdk import new_agent
+
+CONVERT = '''
+def convert_temperature(celsius: float, to: str = "fahrenheit") -> dict:
+    """Convert a temperature.
+
+    Args:
+        celsius: Degrees Celsius.
+        to: fahrenheit or kelvin.
+    """
+    import os
+    print("converting", celsius)
+    value = celsius * 9 / 5 + 32 if to == "fahrenheit" else celsius + 273.15
+    return {"value": value, "unit": to, "station": os.environ.get("STATION", "?")}
+'''
+
+
+async def test_the_sdk_creates_a_tool_attaches_it_and_an_agent_calls_it(letta: AsyncLetta, llm: ScriptedLLM):
+    tool = await letta.tools.create(source_code=CONVERT, tags=["units"])
+    agent = await new_agent(letta, secrets={"STATION": "north-7"})
+    await letta.agents.tools.attach(tool.id, agent_id=agent.id)
+    llm.reply(tool_calls=[("convert_temperature", {"celsius": 100})]).reply("212 °F.")
+
+    response = await letta.agents.messages.create(agent.id, messages=[{"role": "user", "content": "100 C in F?"}])
+    shown = await letta.agents.retrieve(agent.id, include=["agent.secrets"])
+
+    assert tool.name == "convert_temperature" and tool.tool_type == "custom"
+    assert tool.json_schema["parameters"]["required"] == ["celsius"]
+    [result] = [m for m in response.messages if isinstance(m, ToolReturnMessage)]
+    assert result.status == "success", result.tool_return
+    assert json.loads(result.tool_return) == {"value": 212.0, "unit": "fahrenheit", "station": "north-7"}
+    assert result.stdout == ["converting 100\n"]
+    assert [secret.key for secret in shown.secrets or []] == ["STATION"]
+    assert all(secret.value != "north-7" for secret in shown.secrets or [])
