@@ -118,7 +118,7 @@ async def test_persistent_invalid_calls_stop_with_invalid_tool_call(client, llm)
     body = await send(client, agent["id"])
 
     assert body["stop_reason"]["stop_reason"] == "invalid_tool_call"
-    assert "Unknown tool 'no_such_tool'" in body["messages"][1]["tool_return"]
+    assert "Tool 'no_such_tool' is not available now" in body["messages"][1]["tool_return"]
 
 
 async def test_max_steps_stops_the_loop(client, llm):

@@ -7,6 +7,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
+from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
 from memvm.memory.compiler import RenderMode
@@ -89,6 +90,8 @@ class AgentFields(BaseModel):
         description="Environment variables for this agent's custom tools (replaces the set); never shown again.",
     )
 
+    tool_rules: list[ToolRule] | None = Field(None, description="Letta's tool rules (replaces the set).")
+
     _timezone = field_validator("timezone")(_check_timezone)
     _secrets = field_validator("secrets")(_check_secret_names)
 
@@ -138,7 +141,7 @@ class AgentRead(BaseModel):
     tools: list[ToolRead] = Field(default_factory=list)
     sources: list[Any] = Field(default_factory=list)
     identities: list[Any] = Field(default_factory=list)
-    tool_rules: list[Any] = Field(default_factory=list)
+    tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     message_ids: list[str] = Field(default_factory=list)
     secrets: list[SecretRead] = Field(default_factory=list)
     tool_exec_environment_variables: list[SecretRead] = Field(default_factory=list)
@@ -175,6 +178,7 @@ class AgentRead(BaseModel):
             ),
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
+            tool_rules=agent.tool_rules,
             secrets=secrets,
             tool_exec_environment_variables=secrets,
             created_at=agent.created_at,

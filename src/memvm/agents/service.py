@@ -2,12 +2,14 @@
 system prompt in the same transaction."""
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.agents import repository
 from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.agents.tool_rules import ToolRule, named_tools
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
@@ -57,6 +59,7 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         context_window_limit=data.context_window_limit,
         timezone=data.timezone or "UTC",
         tool_secrets=data.secrets or {},
+        tool_rules=await _checked_rules(session, data.tool_rules or []),
     )
     session.add(agent)
     created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
@@ -72,6 +75,12 @@ async def _initial_tools(session: AsyncSession, data: AgentCreate) -> list[Tool]
     names = [*(tools.default_tool_names(data.agent_type) if data.include_base_tools else ()), *data.tools]
     chosen = await tools.tools_by_name(session, list(dict.fromkeys(names)))
     return chosen + [await tools.get_tool(session, tool_id) for tool_id in data.tool_ids]
+
+
+async def _checked_rules(session: AsyncSession, rules: list[ToolRule]) -> list[dict[str, Any]]:
+    """Rules as stored; every tool they name must exist (attached or not: it may be attached later)."""
+    await tools.tools_by_name(session, named_tools(rules))
+    return [rule.model_dump(exclude_none=True) for rule in rules]
 
 
 def agent_not_found(agent_id: str) -> NotFound:
@@ -117,6 +126,8 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
         agent.metadata_ = changes["metadata"]
     if update.secrets is not None:
         agent.tool_secrets = update.secrets
+    if update.tool_rules is not None:
+        agent.tool_rules = await _checked_rules(session, update.tool_rules)
     if update.llm_config is not None:
         agent.llm_config = update.llm_config.model_dump()
     if update.memory_render_mode is not None:

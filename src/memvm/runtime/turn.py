@@ -21,6 +21,7 @@ from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolCall, ToolSpec
+from memvm.memory.tool_rules import ToolRules
 from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
@@ -30,11 +31,12 @@ from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import heartbeat_text, to_chat, to_chat_all
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.models import AgentModel, resolve_model
+from memvm.runtime.policy import RuleTrack
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute
 from memvm.runtime.tools.outcome import ToolOutcome
-from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, wants_network
+from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, agent_state, wants_network
 from memvm.runtime.usage import Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
@@ -65,6 +67,8 @@ class Turn:
     history: list[ChatMessage]
     pending_inputs: list[MessageCreate]
     custom_calls: CustomCalls
+    track: RuleTrack
+    offered_specs: list[ToolSpec] = field(default_factory=list)  # this step's tools, after the rules
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
@@ -92,6 +96,7 @@ class Turn:
             request=request,
             system_prompt=agent.compiled_system,
             tool_specs=specs,
+            track=RuleTrack(ToolRules(agent.tool_rules), [spec.name for spec in specs]),
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
             custom_calls=CustomCalls(
@@ -99,7 +104,7 @@ class Turn:
                 custom,
                 env=agent.tool_secrets,
                 network=wants_network(agent.metadata_),
-                snapshot=lambda: _agent_state(deps, agent),
+                snapshot=lambda: agent_state(deps.sessionmaker, agent),
             ),
             embedding=EmbeddingModel.of(embedder),
         )
@@ -142,6 +147,8 @@ class Turn:
         """One step: (compact if needed) → model → store. Yields token deltas, the stored step's
         Letta messages, and finally a StepEnd."""
         completion = None
+        offered = set(self.track.offered())
+        self.offered_specs = [spec for spec in self.tool_specs if spec.name in offered]
         try:
             await self._make_room()
             async for item in self._call_model(self._model_request()):
@@ -160,12 +167,13 @@ class Turn:
             return
         if completion is None:  # the ChatModel port promises one; a broken adapter fails the turn
             raise RuntimeError(f"the model stream of run {self.run_id} ended without a completion")
+        completion = self.track.prefill(completion)
         estimated = self._estimate_prompt()
         self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
         vectors = await self._embed_tool_inputs(completion)
-        sandboxed = await self.custom_calls.run(completion.tool_calls, frozenset(spec.name for spec in self.tool_specs))
+        sandboxed = await self.custom_calls.run(completion.tool_calls, frozenset(offered))
         shown, stop_reason = await self._store_step(completion, vectors, sandboxed)
         self.deps.embedding_wakeup.set()
         for message in shown:
@@ -200,12 +208,12 @@ class Turn:
     def _model_request(self) -> ModelRequest:
         pending = [ChatMessage(message.role, message.text) for message in self.pending_inputs]
         tool_choice: Literal["auto", "required"] | None = None
-        if self.tool_specs:
+        if self.offered_specs:
             tool_choice = "required" if self.agent.agent_type in HEARTBEAT_AGENT_TYPES else "auto"
         return ModelRequest(
             model=self.agent_model.name,
             messages=[ChatMessage("system", self.system_prompt), *self.history, *pending],
-            tools=self.tool_specs,
+            tools=self.offered_specs,
             tool_choice=tool_choice,
         )
 
@@ -290,10 +298,13 @@ class Turn:
             results, outcomes = await self._run_tools(context, completion, base)
             shown = [assistant, *results]
             self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
-            stop_reason = policy.stop_reason(self.agent.agent_type, completion, outcomes, self.invalid_streak)
+            self.track.record(completion, outcomes)
+            decision = self.track.decide(self.agent.agent_type, completion, outcomes, self.invalid_streak)
+            stop_reason = decision.stop_reason
             stored += shown
-            if stop_reason is None and self.agent.agent_type in HEARTBEAT_AGENT_TYPES:
-                reason = heartbeat_text(policy.heartbeat_reason(outcomes), datetime.now(UTC).isoformat())
+            if stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
+                why = decision.nudge or policy.heartbeat_reason(outcomes)
+                reason = heartbeat_text(why, datetime.now(UTC).isoformat())
                 stored.append(Message(id=new_id("message"), role="user", kind="heartbeat", content=reason, **base))
                 session.add(stored[-1])
             await session.flush()
@@ -306,7 +317,7 @@ class Turn:
         self, context: ToolContext, completion: Completion, base: dict[str, str]
     ) -> tuple[list[Message], list[ToolOutcome]]:
         """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
-        allowed = frozenset(spec.name for spec in self.tool_specs)
+        allowed = frozenset(spec.name for spec in self.offered_specs)
         results: list[Message] = []
         outcomes: list[ToolOutcome] = []
         for call in completion.tool_calls:
@@ -335,24 +346,6 @@ class Turn:
     async def _finish(self, stop_reason: str) -> None:
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
-
-
-async def _agent_state(deps: RuntimeDeps, agent: Agent) -> dict[str, Any]:
-    """The agent as its custom tools see it (`agent_state`): read when a call first needs it, so it
-    shows this turn's memory edits so far."""
-    async with transaction(deps.sessionmaker, agent.organization_id) as session:
-        blocks = await agents.agent_blocks(session, agent.id)
-    return {
-        "id": agent.id,
-        "name": agent.name,
-        "agent_type": agent.agent_type,
-        "tags": list(agent.tags),
-        "metadata": dict(agent.metadata_),
-        "blocks": [
-            {"label": b.label, "value": b.value, "limit": b.char_limit, "description": b.description, "read_only": b.read_only}
-            for b in blocks
-        ],
-    }
 
 
 def _embedded_argument(call: ToolCall) -> str | None:

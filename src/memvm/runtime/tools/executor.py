@@ -55,7 +55,7 @@ async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> 
 
 def unknown_tool(call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
     names = ", ".join(sorted(allowed)) or "none"
-    return ToolOutcome.invalid(f"Unknown tool '{call.name}'. Tools you can call: {names}.")
+    return ToolOutcome.invalid(f"Tool '{call.name}' is not available now. Tools you can call: {names}.")
 
 
 def _check_arguments(name: str, arguments: dict[str, Any]) -> None:

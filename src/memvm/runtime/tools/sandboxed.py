@@ -7,9 +7,13 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from memvm.agents import service as agents
+from memvm.db.uow import transaction
 from memvm.errors import InvalidInput, Unavailable
 from memvm.llm.types import ToolCall, ToolSpec
-from memvm.orm import Tool
+from memvm.orm import Agent, Tool
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.outcome import ToolOutcome, clip
 from memvm.sandbox.calls import ToolRun, ToolRunResult
@@ -54,6 +58,24 @@ def wants_network(metadata: Mapping[str, Any] | None) -> bool:
     """A tool or an agent opts in to the network with metadata {"sandbox": {"network": true}}."""
     sandbox = (metadata or {}).get("sandbox")
     return isinstance(sandbox, dict) and sandbox.get("network") is True
+
+
+async def agent_state(sessionmaker: async_sessionmaker[AsyncSession], agent: Agent) -> dict[str, Any]:
+    """The agent as its custom tools see it (`agent_state`): read when a call first needs it, so it
+    shows this turn's memory edits so far."""
+    async with transaction(sessionmaker, agent.organization_id) as session:
+        blocks = await agents.agent_blocks(session, agent.id)
+    return {
+        "id": agent.id,
+        "name": agent.name,
+        "agent_type": agent.agent_type,
+        "tags": list(agent.tags),
+        "metadata": dict(agent.metadata_),
+        "blocks": [
+            {"label": b.label, "value": b.value, "limit": b.char_limit, "description": b.description, "read_only": b.read_only}
+            for b in blocks
+        ],
+    }
 
 
 @dataclass(frozen=True)
