@@ -1,4 +1,5 @@
-"""Agents keep their tool rules (Letta's `tool_rules`), enforced by the step loop.
+"""Agents keep their tool rules (Letta's `tool_rules`), enforced by the step loop, and the tool calls
+a stopped turn waits on (approvals, client-side tools) until the client answers.
 
 Revision ID: 8b3f6e1d2c75
 Revises: 5d0e2b7c9a41
@@ -20,7 +21,9 @@ def upgrade() -> None:
         "agent",
         sa.Column("tool_rules", postgresql.JSONB(astext_type=sa.Text()), server_default=sa.text("'[]'::jsonb"), nullable=False),
     )
+    op.add_column("agent", sa.Column("pending_approval", postgresql.JSONB(astext_type=sa.Text()), nullable=True))
 
 
 def downgrade() -> None:
+    op.drop_column("agent", "pending_approval")
     op.drop_column("agent", "tool_rules")

@@ -37,6 +37,7 @@ BODIES = {
     ("PUT", "/v1/tools/"): {"source_code": "def roll(sides: int) -> int:\n    return sides"},
     ("PATCH", "/v1/tools/{tool_id}"): {"description": "taken over"},
     ("POST", "/v1/tools/run"): {"source_code": "def echo(x: int) -> int:\n    return x", "args": {"x": 1}},
+    ("PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}"): {"requires_approval": True},
 }
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.
@@ -95,6 +96,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "message_id": sent["messages"][0]["id"],
         "block_label": "human",
         "tool_id": tool["id"],
+        "tool_name": tool["name"],
         "key_id": "apikey-00000000-0000-4000-8000-000000000000",
     }
 
@@ -179,7 +181,7 @@ async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
     key_a, key_b = await new_key(server, "a"), await new_key(server, "b")
     a = await objects_of(server, key_a, llm)
     b = await objects_of(server, key_b, llm)
-    a_ids = {value for name, value in a.items() if name not in ("block_label", "key_id")}
+    a_ids = {value for name, value in a.items() if name not in ("block_label", "tool_name", "key_id")}
     seen_by_b = []
     for operation in sorted(UNSCOPED | {("POST", "/v1/passages/search"), ("POST", "/v1/messages/search")}):
         method, path = operation
@@ -199,6 +201,7 @@ async def test_every_route_but_health_needs_a_key(server):
         for name in ("agent_id", "block_id", "archive_id", "passage_id", "message_id", "tool_id")
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
+    ids |= {"tool_name": "memory_insert"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

@@ -47,6 +47,7 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/agents/{agent_id}/tools"),
     ("PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}"),
     ("PATCH", "/v1/agents/{agent_id}/tools/detach/{tool_id}"),
+    ("PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}"),
     # archival.py
     ("POST", "/v1/agents/{agent_id}/archival-memory"),
     ("GET", "/v1/agents/{agent_id}/archival-memory"),

@@ -1,10 +1,12 @@
 """Custom tools through the official SDK: create one from source, attach it, and an agent calls it
-in the sandbox; the agent's secrets reach the tool and come back masked."""
+in the sandbox; the agent's secrets reach the tool and come back masked; a call that needs approval
+waits for the SDK's answer."""
 
 import json
 
 from letta_client import AsyncLetta
 from letta_client.types import ToolReturnMessage
+from letta_client.types.agents import ApprovalRequestMessage, ApprovalResponseMessage
 
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.sdk import new_agent
@@ -41,3 +43,22 @@ async def test_the_sdk_creates_a_tool_attaches_it_and_an_agent_calls_it(letta: A
     assert result.stdout == ["converting 100\n"]
     assert [secret.key for secret in shown.secrets or []] == ["STATION"]
     assert all(secret.value != "north-7" for secret in shown.secrets or [])
+
+
+async def test_the_sdk_toggles_approval_and_answers_a_waiting_call(letta: AsyncLetta, llm: ScriptedLLM):
+    tool = await letta.tools.upsert(source_code=CONVERT)
+    agent = await new_agent(letta, tool_ids=[tool.id])
+    await letta.agents.tools.update_approval(tool.name, agent_id=agent.id, body_requires_approval=True)
+    llm.reply(tool_calls=[("convert_temperature", {"celsius": 0, "to": "kelvin"})])
+
+    stopped = await letta.agents.messages.create(agent.id, messages=[{"role": "user", "content": "0 C in K?"}])
+    [request] = [m for m in stopped.messages if isinstance(m, ApprovalRequestMessage)]
+    llm.reply("273.15 K.")
+    answer = {"type": "approval", "tool_call_id": request.tool_call.tool_call_id, "approve": True}
+    answered = await letta.agents.messages.create(agent.id, messages=[{"type": "approval", "approvals": [answer]}])
+
+    assert stopped.stop_reason.stop_reason == "requires_approval"
+    assert isinstance(answered.messages[0], ApprovalResponseMessage)
+    [result] = [m for m in answered.messages if isinstance(m, ToolReturnMessage)]
+    assert json.loads(result.tool_return)["value"] == 273.15
+    assert answered.stop_reason.stop_reason == "end_turn"

@@ -1,8 +1,9 @@
 """All agent SQL."""
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import Select, delete, select
+from sqlalchemy import Select, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Agent, AgentBlock, Block
@@ -74,3 +75,7 @@ async def lock_block_by_label(session: AsyncSession, agent_id: str, label: str) 
         .execution_options(populate_existing=True)
     )
     return await session.scalar(query)
+
+
+async def set_pending_approval(session: AsyncSession, agent_id: str, pending: dict[str, Any] | None) -> None:
+    await session.execute(update(Agent).where(Agent.id == agent_id).values(pending_approval=pending))

@@ -83,6 +83,25 @@ async def _checked_rules(session: AsyncSession, rules: list[ToolRule]) -> list[d
     return [rule.model_dump(exclude_none=True) for rule in rules]
 
 
+async def set_pending_approval(session: AsyncSession, agent: Agent, pending: dict[str, Any] | None) -> None:
+    """Record (or clear) the tool calls a stopped turn waits on; `agent` (possibly loaded in another
+    session) is updated to match."""
+    await repository.set_pending_approval(session, agent.id, pending)
+    agent.pending_approval = pending
+
+
+async def set_requires_approval(session: AsyncSession, agent_id: str, tool_name: str, *, required: bool) -> Agent:
+    """Add or drop the agent's requires_approval rule for one tool (Letta's approval toggle)."""
+    agent = await get_agent(session, agent_id, lock=True)
+    await tools.tools_by_name(session, [tool_name])
+    kept = [
+        rule for rule in agent.tool_rules if not (rule.get("type") == "requires_approval" and rule.get("tool_name") == tool_name)
+    ]
+    agent.tool_rules = [*kept, *([{"type": "requires_approval", "tool_name": tool_name}] if required else [])]
+    await session.flush()
+    return agent
+
+
 def agent_not_found(agent_id: str) -> NotFound:
     return NotFound(f"Agent {agent_id!r} not found.")
 

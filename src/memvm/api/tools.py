@@ -1,12 +1,14 @@
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from pydantic import BaseModel
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.deps import AgentId, TransactionDep, page_params
 from memvm.api.schemas import ToolRunResponse
 from memvm.db.pagination import PageRequest, page_of
+from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
@@ -121,6 +123,28 @@ async def attach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) ->
     async with tx() as session:
         agent = await agents.get_agent(session, agent_id, lock=True)
         await service.attach_tools(session, agent_id, [await service.get_tool(session, tool_id)])
+        [view] = await agents.describe(session, [agent], include=None)
+    return view
+
+
+class ApprovalSetting(BaseModel):
+    requires_approval: bool
+
+
+@router.patch("/v1/agents/{agent_id}/tools/approval/{tool_name}", response_model=AgentRead)
+async def update_tool_approval(
+    agent_id: AgentId,
+    tool_name: Annotated[str, Path(min_length=1, max_length=200)],
+    tx: TransactionDep,
+    body: ApprovalSetting | None = None,
+    requires_approval: Annotated[bool | None, Query(description="Letta also accepts it here.")] = None,
+) -> AgentRead:
+    """Whether the agent's calls to this tool wait for a human's approval (a requires_approval rule)."""
+    required = body.requires_approval if body is not None else requires_approval
+    if required is None:
+        raise InvalidInput('Send {"requires_approval": true|false} in the body (or as a query parameter).')
+    async with tx() as session:
+        agent = await agents.set_requires_approval(session, agent_id, tool_name, required=required)
         [view] = await agents.describe(session, [agent], include=None)
     return view
 

@@ -19,6 +19,8 @@ def to_letta(message: Message, *, agent_type: str, include_compaction: bool = Fa
         return [] if message.tool_name == SEND_MESSAGE else [_tool_return(message)]
     if message.role == "assistant":
         return _assistant(message, speaks_via_tool=speaks_via_tool)
+    if message.kind == "approval":
+        return [_approval_response(message)]
     if message.kind == "summary" and include_compaction:
         return [_base(message, 0, "summary_message") | {"summary": message.content}]
     message_type = "system_message" if message.role == "system" else "user_message"
@@ -54,11 +56,17 @@ def _assistant(message: Message, *, speaks_via_tool: bool) -> list[dict[str, Any
             )
         else:
             parts.append(_base(message, len(parts), "assistant_message") | {"content": message.content})
+    waiting = [call for call in message.tool_calls or () if call.get("requires_approval")]
     for call in message.tool_calls or ():
+        if call.get("requires_approval"):
+            continue
         if speaks_via_tool and call["name"] == SEND_MESSAGE:
             parts.append(_base(message, len(parts), "assistant_message") | {"content": _sent_text(call["arguments"])})
         else:
             parts.append(_base(message, len(parts), "tool_call_message") | _tool_call_fields(call))
+    if waiting:  # one request for every call that waits for the client, as Letta shows it
+        calls = [_tool_call_fields(call)["tool_call"] for call in waiting]
+        parts.append(_base(message, len(parts), "approval_request_message") | {"tool_call": calls[0], "tool_calls": calls})
     return parts
 
 
@@ -76,6 +84,18 @@ def _tool_return(message: Message) -> dict[str, Any]:
         "stderr": [message.tool_stderr] if message.tool_stderr else None,
     }
     return _base(message, 0, "tool_return_message") | fields | {"tool_returns": [{"type": "tool", **fields}]}
+
+
+def _approval_response(message: Message) -> dict[str, Any]:
+    answer = json.loads(message.content or "{}")
+    approvals = answer.get("approvals", [])
+    decisions = {item.get("approve") for item in approvals if item.get("type") == "approval"}
+    return _base(message, 0, "approval_response_message") | {
+        "approval_request_id": answer.get("approval_request_id"),
+        "approvals": approvals,
+        "approve": decisions.pop() if len(decisions) == 1 and len(approvals) == 1 else None,
+        "reason": approvals[0].get("reason") if len(approvals) == 1 else None,
+    }
 
 
 def _sent_text(arguments: str) -> str:

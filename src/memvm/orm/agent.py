@@ -48,6 +48,8 @@ class Agent(TenantOwned, Timestamps, Base):
     tool_secrets: Mapped[dict[str, str]] = mapped_column(JSONB, server_default=text("'{}'::jsonb"))
     # Letta's tool rules as the SDK sends them (agents/tool_rules.py); the loop enforces them.
     tool_rules: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
+    # The tool calls a turn stopped on (requires_approval) until the client answers; None: nothing waits.
+    pending_approval: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
     compiled_system: Mapped[str] = mapped_column(Text, default="")
     default_archive_id: Mapped[str | None] = mapped_column(ForeignKey("archive.id", ondelete="SET NULL"))
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -22,7 +22,7 @@ def to_chat(message: Message) -> ChatMessage:
 
 
 def to_chat_all(messages: Sequence[Message]) -> list[ChatMessage]:
-    return [to_chat(message) for message in messages]
+    return [to_chat(message) for message in messages if message.kind != "approval"]
 
 
 def heartbeat_text(reason: str, now_iso: str) -> str:

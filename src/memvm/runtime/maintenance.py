@@ -7,7 +7,7 @@ from typing import Any
 from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
-from memvm.errors import InvalidInput
+from memvm.errors import Conflict, InvalidInput
 from memvm.memory.compiler import RenderMode, render_blocks
 from memvm.messages import service as messages
 from memvm.orm import Agent
@@ -22,13 +22,16 @@ from memvm.tools.builtin import BUILTIN_SPECS
 
 
 async def reset_messages(deps: RuntimeDeps, caller: Caller, agent_id: str) -> Agent:
-    """Empty the context window; the history stays stored and searchable."""
+    """Empty the context window; the history stays stored and searchable. Tool calls waiting for
+    the client are abandoned with the window they were in."""
     async with (
         deps.turn_lock(caller.organization_id, agent_id),
         transaction(deps.sessionmaker, caller.organization_id) as session,
     ):
         agent = await agents.get_agent(session, agent_id)
         await messages.reset_context(session, agent_id)
+        if agent.pending_approval is not None:
+            await agents.set_pending_approval(session, agent, None)
     return agent
 
 
@@ -37,6 +40,8 @@ async def summarize(deps: RuntimeDeps, caller: Caller, agent_id: str) -> dict[st
     async with deps.turn_lock(caller.organization_id, agent_id):
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
+        if agent.pending_approval is not None:  # compacting could evict the calls the answer pairs with
+            raise Conflict(f"Agent {agent_id} is waiting for an answer to tool calls; answer them before compacting.")
         try:
             result = await compact(
                 deps.sessionmaker, caller.organization_id, agent_id, resolve_model(agent, deps.models, deps.settings), force=True

@@ -47,7 +47,7 @@ async def send(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRe
 
 async def _stored_result(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
     """The stored outcome of an earlier send whose input carried one of these otids (SDK retries)."""
-    otids = [message.otid for message in request.input_messages() if message.otid]
+    otids = request.otids()
     if not otids:
         return None
     async with transaction(deps.sessionmaker, caller.organization_id) as session:

@@ -7,12 +7,14 @@ No transaction is ever held across a model call.
 """
 
 import asyncio
-import json
+import itertools
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor, Caller
 from memvm.agents import service as agents
@@ -27,20 +29,34 @@ from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message
 from memvm.runtime import policy
+from memvm.runtime.approvals import (
+    Answer,
+    Waiting,
+    WaitKind,
+    answer_message,
+    answered_outcome,
+    answers_to_pending,
+    calls_json,
+    client_specs,
+    pending_record,
+    waiting_calls,
+    without,
+)
 from memvm.runtime.compaction import CompactionError, compact
-from memvm.runtime.conversation import heartbeat_text, to_chat, to_chat_all
+from memvm.runtime.conversation import heartbeat_text, to_chat_all
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.models import AgentModel, resolve_model
 from memvm.runtime.policy import RuleTrack
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.tools.context import ToolContext
-from memvm.runtime.tools.executor import execute
+from memvm.runtime.tools.executor import execute_all
+from memvm.runtime.tools.inputs import embed_tool_inputs
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, agent_state, wants_network
 from memvm.runtime.usage import Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
-from memvm.tools.builtin import BUILTIN_SPECS, EMBEDDED_ARGUMENTS, HEARTBEAT_AGENT_TYPES, with_heartbeat
+from memvm.tools.builtin import BUILTIN_SPECS, HEARTBEAT_AGENT_TYPES, with_heartbeat
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +84,8 @@ class Turn:
     pending_inputs: list[MessageCreate]
     custom_calls: CustomCalls
     track: RuleTrack
+    waiting: Waiting  # which calls stop the turn for the client
+    answers: dict[str, Answer] | None = None  # the client's answers to what the agent waits on
     offered_specs: list[ToolSpec] = field(default_factory=list)  # this step's tools, after the rules
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
@@ -79,6 +97,7 @@ class Turn:
     async def start(cls, deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> "Turn":
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
+            answers = answers_to_pending(agent, request)
             agent_model = resolve_model(agent, deps.models, deps.settings)
             attached = await tools.agent_tools(session, agent_id)
             window = await messages.in_context(session, agent_id)
@@ -86,8 +105,10 @@ class Turn:
         embedder = deps.embedders.for_handle(agent.embedding)
         custom = {tool.name: CustomTool.of(tool) for tool in attached if tool.tool_type == tools.CUSTOM_TOOL_TYPE}
         specs = [BUILTIN_SPECS[tool.name] if tool.name in BUILTIN_SPECS else custom[tool.name].spec for tool in attached]
+        specs += client_specs(request, [tool.name for tool in attached])
         if agent.agent_type in HEARTBEAT_AGENT_TYPES:
             specs = [with_heartbeat(spec) for spec in specs]
+        rules = ToolRules(agent.tool_rules)
         return cls(
             deps=deps,
             agent=agent,
@@ -96,7 +117,12 @@ class Turn:
             request=request,
             system_prompt=agent.compiled_system,
             tool_specs=specs,
-            track=RuleTrack(ToolRules(agent.tool_rules), [spec.name for spec in specs]),
+            track=RuleTrack(rules, [spec.name for spec in specs]),
+            waiting=Waiting(
+                frozenset(t.name for t in attached if t.default_requires_approval or rules.requires_approval(t.name)),
+                frozenset(tool.name for tool in request.client_tools or ()),
+            ),
+            answers=answers,
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
             custom_calls=CustomCalls(
@@ -114,9 +140,10 @@ class Turn:
         error_message when the turn failed. A cancelled turn (client gone) keeps its stored steps."""
         stop_reason, error = "max_steps", None
         try:
-            for _ in range(self.request.max_steps):
+            steps = [self._resolve()] if self.answers is not None else []
+            for step in itertools.chain(steps, (self._step() for _ in range(self.request.max_steps))):
                 step_end = None
-                async for event in self._step():
+                async for event in step:
                     if isinstance(event, StepEnd):
                         step_end = event
                     else:
@@ -168,13 +195,14 @@ class Turn:
         if completion is None:  # the ChatModel port promises one; a broken adapter fails the turn
             raise RuntimeError(f"the model stream of run {self.run_id} ended without a completion")
         completion = self.track.prefill(completion)
+        waiting = self.waiting.calls(completion, offered)
         estimated = self._estimate_prompt()
         self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
-        vectors = await self._embed_tool_inputs(completion)
-        sandboxed = await self.custom_calls.run(completion.tool_calls, frozenset(offered))
-        shown, stop_reason = await self._store_step(completion, vectors, sandboxed)
+        vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), completion.tool_calls)
+        sandboxed = await self.custom_calls.run(without(completion, waiting).tool_calls, frozenset(offered))
+        shown, stop_reason = await self._store_step(completion, vectors, sandboxed, waiting)
         self.deps.embedding_wakeup.set()
         for message in shown:
             for letta in to_letta(
@@ -248,96 +276,109 @@ class Turn:
             )
         return StepEnd()
 
-    async def _embed_tool_inputs(self, completion: Completion) -> dict[str, Sequence[float]]:
-        """Vectors for the texts this step's tool calls will search or store, computed now so no
-        embedding call runs inside the step's transaction. On failure the tools report it."""
-        texts = [text for call in completion.tool_calls if (text := _embedded_argument(call))]
-        if not texts:
-            return {}
-        try:
-            vectors = await self.deps.embedders.for_handle(self.agent.embedding).embed(texts)
-        except LLMError as failure:
-            log.warning("embedding tool inputs failed for agent %s: %s", self.agent.id, failure.message)
-            return {}
-        return dict(zip(texts, vectors, strict=True))
+    async def _resolve(self) -> AsyncIterator[dict[str, Any] | StepEnd]:
+        """The step that answers what the agent waited on: approved calls run now (custom ones in
+        the sandbox first), denied and client-run calls get the client's outcome; then the loop
+        decides as after any step."""
+        assert self.answers is not None and self.agent.pending_approval is not None
+        calls = waiting_calls(self.agent.pending_approval)
+        settled = {call_id: outcome for call_id, answer in self.answers.items() if (outcome := answered_outcome(answer))}
+        approved = Completion(None, tuple(call for call in calls if call.id not in settled))
+        settled |= await self.custom_calls.run(approved.tool_calls, frozenset(call.name for call in calls))
+        completion = Completion(None, tuple(calls))
+        vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), approved.tool_calls)
+        shown, stop_reason = await self._store_step(completion, vectors, settled, [])
+        for message in shown:
+            for letta in to_letta(message, agent_type=self.agent.agent_type):
+                if self._wanted(letta):
+                    yield letta
+        yield StepEnd(stop_reason)
 
     async def _store_step(
-        self, completion: Completion, vectors: dict[str, Sequence[float]], sandboxed: dict[str, ToolOutcome]
+        self,
+        completion: Completion,
+        vectors: dict[str, Sequence[float]],
+        settled: dict[str, ToolOutcome],
+        waiting: list[tuple[ToolCall, WaitKind]],
     ) -> tuple[list[Message], str | None]:
-        """One transaction: inputs (first step), the assistant message, every tool call's effects
-        and result, and the heartbeat that hands control back. Returns what the client is shown
-        and the stop reason (None: take another step)."""
+        """One transaction: inputs (first step), the assistant message (or, answering a wait, the
+        client's approval), every tool call's effects and result, and the heartbeat that hands
+        control back. Calls that must wait for the client are recorded on the agent instead of
+        run. Returns what the client is shown and the stop reason (None: take another step)."""
         step_id = new_id("step")
         base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
-            stored = [
-                Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
-                for m in self.pending_inputs
-            ]
-            assistant = Message(
-                id=self.streamed_message_id or new_id("message"),
-                role="assistant",
-                content=completion.content,
-                reasoning=completion.reasoning,
-                tool_calls=_calls_json(completion) or None,
-                **base,
-            )
-            session.add_all([*stored, assistant])
+            if self.answers is not None:
+                head = [answer_message(self.agent.pending_approval or {}, self.answers, self.request.approval(), base)]
+            else:
+                head = self._step_head(completion, waiting, base)
+            session.add_all(head)
             await session.flush()
             context = ToolContext(
                 session,
                 self.agent.id,
                 Actor("agent", self.agent.id, step_id),
-                message_id=assistant.id,
+                message_id=head[-1].id if self.answers is None else (self.agent.pending_approval or {}).get("id"),
                 run_id=self.run_id,
                 timezone=self.agent.timezone,
                 embedding=self.embedding,
                 vectors=vectors,
-                sandboxed=sandboxed,
+                settled=settled,
             )
-            results, outcomes = await self._run_tools(context, completion, base)
-            shown = [assistant, *results]
-            self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
-            self.track.record(completion, outcomes)
-            decision = self.track.decide(self.agent.agent_type, completion, outcomes, self.invalid_streak)
-            stop_reason = decision.stop_reason
-            stored += shown
-            if stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
-                why = decision.nudge or policy.heartbeat_reason(outcomes)
-                reason = heartbeat_text(why, datetime.now(UTC).isoformat())
-                stored.append(Message(id=new_id("message"), role="user", kind="heartbeat", content=reason, **base))
-                session.add(stored[-1])
+            ready = without(completion, waiting)
+            # Answering a wait, the calls were offered when made; the step's offer does not apply.
+            allowed = completion.tool_calls if self.answers is not None else self.offered_specs
+            results, outcomes = await execute_all(context, ready.tool_calls, frozenset(each.name for each in allowed), base)
+            stored, shown = [*head, *results], [*head[len(self.pending_inputs) :], *results]
+            stop_reason = await self._conclude(session, ready, outcomes, (head[-1].id, waiting), base, stored)
             await session.flush()
         self.streamed_message_id = None
         self.pending_inputs = []
-        self.history.extend(to_chat(message) for message in stored)
+        self.answers = None
+        self.history.extend(to_chat_all(stored))
         return shown, stop_reason
 
-    async def _run_tools(
-        self, context: ToolContext, completion: Completion, base: dict[str, str]
-    ) -> tuple[list[Message], list[ToolOutcome]]:
-        """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
-        allowed = frozenset(spec.name for spec in self.offered_specs)
-        results: list[Message] = []
-        outcomes: list[ToolOutcome] = []
-        for call in completion.tool_calls:
-            outcome = await execute(context, call, allowed)
-            outcomes.append(outcome)
-            results.append(
-                Message(
-                    id=new_id("message"),
-                    role="tool",
-                    content=outcome.message,
-                    tool_status=outcome.status,
-                    tool_call_id=call.id,
-                    tool_name=call.name,
-                    tool_stdout=outcome.stdout,
-                    tool_stderr=outcome.stderr,
-                    **base,
-                )
-            )
-        context.session.add_all(results)
-        return results, outcomes
+    def _step_head(self, completion: Completion, waiting: list[tuple[ToolCall, WaitKind]], base: dict[str, str]) -> list[Message]:
+        inputs = [
+            Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
+            for m in self.pending_inputs
+        ]
+        assistant = Message(
+            id=self.streamed_message_id or new_id("message"),
+            role="assistant",
+            content=completion.content,
+            reasoning=completion.reasoning,
+            tool_calls=calls_json(completion, waiting) or None,
+            **base,
+        )
+        return [*inputs, assistant]
+
+    async def _conclude(
+        self,
+        session: AsyncSession,
+        ready: Completion,
+        outcomes: list[ToolOutcome],
+        held: tuple[str, list[tuple[ToolCall, WaitKind]]],
+        base: dict[str, str],
+        stored: list[Message],
+    ) -> str | None:
+        """After the step's calls ran: wait for the client, stop, or go on (with a heartbeat when the
+        agent type or a broken rule asks for one). Adds what it stores to `stored`."""
+        self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
+        self.track.record(ready, outcomes)
+        request_id, waiting = held  # the assistant message that made the waiting calls, and the calls
+        if waiting:
+            await agents.set_pending_approval(session, self.agent, pending_record(request_id, self.run_id, waiting))
+            return "requires_approval"
+        if self.agent.pending_approval is not None:
+            await agents.set_pending_approval(session, self.agent, None)
+        decision = self.track.decide(self.agent.agent_type, ready, outcomes, self.invalid_streak)
+        if decision.stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
+            why = decision.nudge or policy.heartbeat_reason(outcomes)
+            reason = heartbeat_text(why, datetime.now(UTC).isoformat())
+            stored.append(Message(id=new_id("message"), role="user", kind="heartbeat", content=reason, **base))
+            session.add(stored[-1])
+        return decision.stop_reason
 
     def _wanted(self, letta: dict[str, Any]) -> bool:
         wanted = self.request.include_return_message_types
@@ -346,16 +387,3 @@ class Turn:
     async def _finish(self, stop_reason: str) -> None:
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
-
-
-def _embedded_argument(call: ToolCall) -> str | None:
-    name = EMBEDDED_ARGUMENTS.get(call.name)
-    try:
-        value = json.loads(call.arguments or "{}").get(name) if name else None
-    except (json.JSONDecodeError, AttributeError):
-        return None
-    return value if isinstance(value, str) and value.strip() else None
-
-
-def _calls_json(completion: Completion) -> list[dict[str, str]]:
-    return [{"id": call.id, "name": call.name, "arguments": call.arguments} for call in completion.tool_calls]

@@ -21,7 +21,8 @@ class ToolContext:
     timezone: str = "UTC"
     embedding: EmbeddingModel | None = None
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)  # text → its embedding
-    sandboxed: Mapping[str, ToolOutcome] = field(default_factory=dict)  # tool call id → custom call's outcome
+    # Outcomes decided before the transaction (sandboxed custom calls, calls the client settled), by call id.
+    settled: Mapping[str, ToolOutcome] = field(default_factory=dict)
 
     def vector_for(self, text: str) -> Sequence[float] | None:
         return self.vectors.get(text)

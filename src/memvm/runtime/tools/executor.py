@@ -2,11 +2,13 @@
 (so a failed call leaves nothing behind), and turn domain errors into results the model can act on."""
 
 import inspect
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, get_args, get_origin
 
 from memvm.errors import DomainError
+from memvm.ids import new_id
 from memvm.llm.types import ToolCall
+from memvm.orm import Message
 from memvm.runtime.tools import archival_tools, conversation_tools, memory_command, memory_tools
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.context import ToolContext
@@ -32,11 +34,38 @@ HANDLERS: dict[str, Handler] = {
 }
 
 
+async def execute_all(
+    ctx: ToolContext, calls: Sequence[ToolCall], allowed: frozenset[str], base: Mapping[str, str]
+) -> tuple[list[Message], list[ToolOutcome]]:
+    """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
+    results: list[Message] = []
+    outcomes: list[ToolOutcome] = []
+    for call in calls:
+        outcome = await execute(ctx, call, allowed)
+        outcomes.append(outcome)
+        results.append(
+            Message(
+                id=new_id("message"),
+                role="tool",
+                content=outcome.message,
+                tool_status=outcome.status,
+                tool_call_id=call.id,
+                tool_name=call.name,
+                tool_stdout=outcome.stdout,
+                tool_stderr=outcome.stderr,
+                **base,
+            )
+        )
+    ctx.session.add_all(results)
+    return results, outcomes
+
+
 async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
-    """A custom tool's call already ran in the sandbox, before the transaction; its outcome is in
-    the context. A built-in runs now, inside the step's transaction."""
-    if call.name in allowed and (sandboxed := ctx.sandboxed.get(call.id)) is not None:
-        return sandboxed
+    """A custom tool's call already ran in the sandbox, before the transaction, and a call the
+    client denied or ran itself is settled too: their outcomes are in the context. A built-in runs
+    now, inside the step's transaction."""
+    if call.name in allowed and (settled := ctx.settled.get(call.id)) is not None:
+        return settled
     if call.name not in allowed or call.name not in HANDLERS:
         return unknown_tool(call, allowed)
     try:
