@@ -9,6 +9,8 @@
 #                           # 10k/100k passages, hybrid message search at 100k messages, embedding throughput
 #   bench/run.sh auth [--quick] [flags]     # cost of authentication: the same cheap ops against memvm in
 #                           # local mode and with an organization key, one workload.py run, two data dirs
+#   bench/run.sh tools [--quick] [flags]    # cost of one sandboxed custom-tool call (tool_cost.py):
+#                           # Sandbox.run in-process, POST /v1/tools/run, agent turns custom vs. built-in tool
 #
 # Uses the shared harness by path (not copied): $BENCH_SHARED_DIR, default <repo>/../shared/bench.
 # Everything is on 127.0.0.1; every process started here is stopped at the end (trap), and the
@@ -27,7 +29,7 @@
 #   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
 #   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick, also
-#                      in auth mode; search mode: 1500; 600 with --quick)
+#                      in auth and tools modes; search mode: 1500; 600 with --quick)
 #   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
 set -uo pipefail
 
@@ -47,7 +49,7 @@ OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach
 
 MODE=workload
 case "${1:-}" in
-  search|auth) MODE=$1; shift ;;
+  search|auth|tools) MODE=$1; shift ;;
 esac
 # auth mode: cheap ops, where one more SELECT per request shows, and one agent turn
 [ "$MODE" = auth ] && OPS=${BENCH_OPS:-get_agent,get_block,list_blocks,patch_block,recompile,send_message}
@@ -57,7 +59,7 @@ EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -223,6 +225,32 @@ server_cmd() {
 MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x \
 $(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $2"
 }
+
+# ---------------------------------------------------------------- tools mode: cost of a sandboxed custom-tool call
+if [ "$MODE" = tools ]; then
+  TOOLS_ARGS=()
+  [ "$QUICK" = 1 ] && TOOLS_ARGS=(--quick)
+  # memvm started exactly as workload.py starts it (server_cmd), but by us: tool_cost.py talks to it directly.
+  bash -c "$(server_cmd "$DATA" "$PORT")" > "$WORK/memvm.log" 2>&1 &
+  SERVER_PID=$!
+  T0=$(date +%s)
+  wait_ok "http://127.0.0.1:$PORT/v1/health/" "$SERVER_PID" "$WORK/memvm.log" 240 0.5 memvm \
+    || die "memvm did not become healthy: $(tail -5 "$WORK/memvm.log")"
+  echo "memvm up on 127.0.0.1:$PORT (pid $SERVER_PID) after $(( $(date +%s) - T0 )) s; data $DATA"
+  grep -m1 -o 'custom tools [^"]*' "$WORK/memvm.log" || true  # which sandbox the server says it uses
+  echo "memvm tool-cost bench: quick=$QUICK limit=${TIME_LIMIT}s -> $OUT_JSON"
+  LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
+  timeout -s INT -k 30 "$TIME_LIMIT" "$PY" "$BENCH/tool_cost.py" \
+    --base-url "http://127.0.0.1:$PORT" --llm-url "$LLM_URL" --server-pid "$SERVER_PID" \
+    "${TOOLS_ARGS[@]}" "${EXTRA[@]}" --out-json "$OUT_JSON" --out-md "$OUT_MD" &
+  WL_PID=$!
+  wait "$WL_PID"; WL_RC=$?
+  WL_PID=""
+  echo "tool-cost bench finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average before: $LOAD0, after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "results: $OUT_JSON"
+  echo "         $OUT_MD"
+  exit "$WL_RC"
+fi
 
 # ---------------------------------------------------------------- auth mode: local mode vs. an organization key
 if [ "$MODE" = auth ]; then
