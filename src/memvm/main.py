@@ -37,7 +37,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker, keys = None, None
+        worker, keys, sandbox = None, None, None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
@@ -73,6 +73,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 await worker.stop()
             if keys is not None:
                 await keys.stop()
+            if sandbox is not None:
+                await sandbox.close()
             await embedders.aclose()
             await models.aclose()
             await lock_engine.dispose()

@@ -5,6 +5,8 @@ client's result) and the loop goes on. The wait lives in PostgreSQL: a new serve
 
 import json
 
+import pytest
+
 from tests.support.api import app_client, create_agent
 from tests.support.sse import parse_sse
 
@@ -146,7 +148,8 @@ async def test_a_client_tool_call_waits_for_the_clients_result(client, llm):
     assert "Lisbon, PT" in [m for m in llm.requests[1]["messages"] if m["role"] == "tool"][-1]["content"]
 
 
-async def test_approve_over_stream(client, llm):
+@pytest.mark.parametrize("approved", [True, False])
+async def test_approve_and_deny_over_stream(client, llm, approved):
     agent = await approval_agent(client, tool_rules=[{"type": "requires_approval", "tool_name": "delete_files"}])
     llm.reply(tool_calls=[("delete_files", {"pattern": "*.log"})])
     first = await client.post(f"/v1/agents/{agent['id']}/messages/stream", json={"input": "clean up"})
@@ -154,12 +157,15 @@ async def test_approve_over_stream(client, llm):
     [request] = [e for e in stopped if e.get("message_type") == "approval_request_message"]
     llm.reply("Done.")
 
-    second = await client.post(f"/v1/agents/{agent['id']}/messages/stream", json=approve(request["tool_call"]["tool_call_id"]))
-    events = parse_sse(second.text)
+    answer = approve(request["tool_call"]["tool_call_id"], approved, None if approved else "no")
+    events = parse_sse((await client.post(f"/v1/agents/{agent['id']}/messages/stream", json=answer)).text)
 
     assert [e["stop_reason"] for e in stopped if e.get("message_type") == "stop_reason"] == ["requires_approval"]
     types = [e.get("message_type") for e in events]
     assert types.index("approval_response_message") < types.index("tool_return_message") < types.index("assistant_message")
+    [returned] = [e for e in events if e.get("message_type") == "tool_return_message"]
+    expected = "deleted *.log" if approved else "Error: request to call tool denied. User reason: no"
+    assert returned["tool_return"] == expected
     assert [e["stop_reason"] for e in events if e.get("message_type") == "stop_reason"] == ["end_turn"]
 
 

@@ -2,6 +2,7 @@
 cannot be installed is an error result that quotes pip. pip reads a local wheel here (PIP_NO_INDEX,
 PIP_FIND_LINKS pass through to it), so the test needs no network."""
 
+import asyncio
 import base64
 import hashlib
 import os
@@ -78,3 +79,18 @@ async def test_a_requirement_that_cannot_be_installed_is_an_error_that_quotes_pi
     assert "pip_requirements could not be installed" in failed.json()["tool_return"]
     assert "memvm-no-such-package" in failed.json()["tool_return"]
     assert not venvs.exists() or not list(venvs.iterdir())
+
+
+async def test_creating_a_tool_builds_its_venv_in_the_background(client):
+    http, venvs = client
+    body = {"source_code": USES_DEP, "pip_requirements": [{"name": "memvm-probe-dep", "version": "1.0"}]}
+
+    created = await http.post("/v1/tools/", json=body)
+    built = False
+    for _ in range(600):  # no call has been made: only the background build can make it
+        built = venvs.exists() and any((entry / ".memvm-ready").exists() for entry in venvs.iterdir())
+        if built:
+            break
+        await asyncio.sleep(0.1)
+
+    assert created.status_code == 200 and built

@@ -54,18 +54,21 @@ async def count_tools(tx: TransactionDep, tool_filter: FilterDep) -> int:
 
 
 @router.post("/v1/tools/", response_model=ToolRead)
-async def create_tool(body: ToolCreate, tx: TransactionDep) -> ToolRead:
+async def create_tool(body: ToolCreate, request: Request, tx: TransactionDep) -> ToolRead:
     """Create a custom tool from Python source; its JSON schema is derived from the function's signature
-    and Google-style docstring unless `json_schema` is given. The source is parsed, not run."""
+    and Google-style docstring unless `json_schema` is given. The source is parsed, not run; its
+    `pip_requirements` venv starts building at once."""
     async with tx() as session:
-        return ToolRead.of(await service.create_tool(session, body))
+        tool = ToolRead.of(await service.create_tool(session, body))
+    return _preparing(request, tool)
 
 
 @router.put("/v1/tools/", response_model=ToolRead)
-async def upsert_tool(body: ToolCreate, tx: TransactionDep) -> ToolRead:
+async def upsert_tool(body: ToolCreate, request: Request, tx: TransactionDep) -> ToolRead:
     """Create a custom tool, or replace your organization's tool of the same function name."""
     async with tx() as session:
-        return ToolRead.of(await service.upsert_tool(session, body))
+        tool = ToolRead.of(await service.upsert_tool(session, body))
+    return _preparing(request, tool)
 
 
 @router.post("/v1/tools/run", response_model=ToolRunResponse)
@@ -85,10 +88,18 @@ async def run_tool_source(body: ToolRunRequest, request: Request) -> ToolRunResp
 
 
 @router.patch("/v1/tools/{tool_id}", response_model=ToolRead)
-async def update_tool(tool_id: ToolId, body: ToolUpdate, tx: TransactionDep) -> ToolRead:
+async def update_tool(tool_id: ToolId, body: ToolUpdate, request: Request, tx: TransactionDep) -> ToolRead:
     """Change a custom tool; new source re-derives its name and schema. Built-in tools are read-only (403)."""
     async with tx() as session:
-        return ToolRead.of(await service.update_tool(session, tool_id, body))
+        tool = ToolRead.of(await service.update_tool(session, tool_id, body))
+    return _preparing(request, tool)
+
+
+def _preparing(request: Request, tool: ToolRead) -> ToolRead:
+    """Start building the tool's requirements venv (after the commit), so its first call need not wait."""
+    if tool.pip_requirements:
+        request.app.state.runtime.sandbox.prepare(pip_specifiers(tool.pip_requirements))
+    return tool
 
 
 @router.delete("/v1/tools/{tool_id}", status_code=204)

@@ -64,6 +64,7 @@ class Sandbox:
         self._limits = command.Limits.of(settings)
         self._output_budget = settings.tool_max_output_bytes
         self._venvs = Venvs(settings.data_dir / "tool-venvs")
+        self._preparing: set[asyncio.Task[None]] = set()  # venv builds under way (a reference keeps them alive)
         self._identities = Identities(settings.tool_sandbox_first_uid, settings.tool_concurrency, settings.tool_max_processes)
 
     async def probe(self) -> None:
@@ -98,6 +99,25 @@ class Sandbox:
                 "they can read what the server's files allow and use the network"
             )
         return logging.INFO, "custom tools run in a bubblewrap sandbox (no network, no view of the server's files)"
+
+    def prepare(self, requirements: tuple[str, ...]) -> None:
+        """Build a tool's requirements venv now, in the background, so that its first call does not
+        wait for pip; a failure is logged here and reported again by the call."""
+        task = asyncio.create_task(self._prepare(requirements))
+        self._preparing.add(task)
+        task.add_done_callback(self._preparing.discard)
+
+    async def close(self) -> None:
+        """Stop venv builds still under way (the next call builds again)."""
+        for task in list(self._preparing):
+            task.cancel()
+        await asyncio.gather(*self._preparing, return_exceptions=True)
+
+    async def _prepare(self, requirements: tuple[str, ...]) -> None:
+        try:
+            await self._venvs.interpreter(requirements)
+        except RequirementsError as error:
+            log.warning("could not prepare the venv for %s: %s", " ".join(requirements), error)
 
     async def run(self, call: ToolRun) -> ToolRunResult:
         try:

@@ -69,9 +69,11 @@ async def _run(argv: list[str], what: str) -> None:
     try:
         output, _ = await asyncio.wait_for(process.communicate(), INSTALL_TIMEOUT_SECONDS)
     except TimeoutError:
-        process.kill()
-        await process.wait()
         raise RequirementsError(f"could not {what}: pip did not finish within {INSTALL_TIMEOUT_SECONDS:g} s") from None
+    finally:  # timed out, or the server is stopping: pip must not outlive the build
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
     if process.returncode != 0:
         tail = output.decode(errors="replace").strip()[-1500:]
         raise RequirementsError(f"could not {what}: {tail}")
