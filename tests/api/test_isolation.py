@@ -52,6 +52,8 @@ UNSCOPED = {
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
     ("POST", "/v1/tools/run"),  # runs the source it is given; reads and writes nothing stored
+    ("GET", "/v1/runs/"),
+    ("GET", "/v1/steps/"),
 }
 
 
@@ -97,6 +99,8 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "block_label": "human",
         "tool_id": tool["id"],
         "tool_name": tool["name"],
+        "run_id": sent["messages"][0]["run_id"],
+        "step_id": sent["messages"][0]["step_id"],
         "key_id": "apikey-00000000-0000-4000-8000-000000000000",
     }
 
@@ -198,7 +202,7 @@ async def test_every_route_but_health_needs_a_key(server):
     spec = (await server.get("/openapi.json")).json()
     ids = {
         name: f"{name.removesuffix('_id')}-00000000-0000-4000-8000-000000000000"
-        for name in ("agent_id", "block_id", "archive_id", "passage_id", "message_id", "tool_id")
+        for name in ("agent_id", "block_id", "archive_id", "passage_id", "message_id", "tool_id", "run_id", "step_id")
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
     ids |= {"tool_name": "memory_insert"}

@@ -48,6 +48,16 @@ EXPECTED_OPERATIONS = {
     ("PATCH", "/v1/agents/{agent_id}/tools/attach/{tool_id}"),
     ("PATCH", "/v1/agents/{agent_id}/tools/detach/{tool_id}"),
     ("PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}"),
+    # runs.py
+    ("GET", "/v1/runs/"),
+    ("GET", "/v1/runs/{run_id}"),
+    ("DELETE", "/v1/runs/{run_id}"),
+    ("GET", "/v1/runs/{run_id}/usage"),
+    ("GET", "/v1/runs/{run_id}/messages"),
+    ("GET", "/v1/runs/{run_id}/steps"),
+    ("GET", "/v1/steps/"),
+    ("GET", "/v1/steps/{step_id}"),
+    ("GET", "/v1/steps/{step_id}/messages"),
     # archival.py
     ("POST", "/v1/agents/{agent_id}/archival-memory"),
     ("GET", "/v1/agents/{agent_id}/archival-memory"),

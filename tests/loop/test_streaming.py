@@ -102,4 +102,4 @@ async def test_client_disconnect_mid_stream_leaves_a_consistent_agent(live_url, 
     answered = {row["tool_call_id"] for row in await db.fetch("SELECT tool_call_id FROM message WHERE role = 'tool'")}
     assert call_ids == answered  # every stored tool call has its result
     runs = [tuple(r) for r in await db.fetch("SELECT status, stop_reason FROM run ORDER BY created_at")]
-    assert runs == [("failed", "cancelled"), ("completed", "end_turn")]
+    assert runs == [("cancelled", "cancelled"), ("completed", "end_turn")]

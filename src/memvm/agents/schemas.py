@@ -11,7 +11,7 @@ from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
 from memvm.memory.compiler import RenderMode
-from memvm.orm import Agent, Block, Tool
+from memvm.orm import Agent, Block, Run, Tool
 from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
@@ -143,6 +143,8 @@ class AgentRead(BaseModel):
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     message_ids: list[str] = Field(default_factory=list)
+    last_run_completion: datetime | None = None
+    last_stop_reason: str | None = None
     secrets: list[SecretRead] = Field(default_factory=list)
     tool_exec_environment_variables: list[SecretRead] = Field(default_factory=list)
     created_at: datetime
@@ -150,7 +152,14 @@ class AgentRead(BaseModel):
 
     @classmethod
     def of(
-        cls, agent: Agent, blocks: list[Block] | None, tools: list[Tool] | None, *, show_tags: bool, show_secrets: bool
+        cls,
+        agent: Agent,
+        blocks: list[Block] | None,
+        tools: list[Tool] | None,
+        *,
+        show_tags: bool,
+        show_secrets: bool,
+        last_run: Run | None = None,
     ) -> "AgentRead":
         """`blocks`/`tools` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
@@ -179,6 +188,8 @@ class AgentRead(BaseModel):
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
             tool_rules=agent.tool_rules,
+            last_run_completion=last_run.completed_at if last_run else None,
+            last_stop_reason=last_run.stop_reason if last_run else None,
             secrets=secrets,
             tool_exec_environment_variables=secrets,
             created_at=agent.created_at,

@@ -21,6 +21,7 @@ from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
 from memvm.orm import Agent, AgentBlock, Block, Tool
 from memvm.prompts.service import DEFAULT_SYSTEM_PROMPT, blocks_in_prompt_order, preview_prompt, recompile_agents
+from memvm.runs import service as runs
 from memvm.tools import service as tools
 
 _LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
@@ -301,7 +302,15 @@ async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: s
     tools_of = {agent.id: await tools.agent_tools(session, agent.id) for agent in agents} if with_tools else {}
     show_tags = include is None or "agent.tags" in include
     show_secrets = include is None or "agent.secrets" in include
+    last_runs = await runs.latest_runs(session, [agent.id for agent in agents])
     return [
-        AgentRead.of(agent, blocks_of.get(agent.id), tools_of.get(agent.id), show_tags=show_tags, show_secrets=show_secrets)
+        AgentRead.of(
+            agent,
+            blocks_of.get(agent.id),
+            tools_of.get(agent.id),
+            show_tags=show_tags,
+            show_secrets=show_secrets,
+            last_run=last_runs.get(agent.id),
+        )
         for agent in agents
     ]

@@ -26,6 +26,10 @@ async def of_run(session: AsyncSession, run_id: str) -> list[Message]:
     return list(await session.scalars(select(Message).where(Message.run_id == run_id).order_by(Message.seq)))
 
 
+async def of_step(session: AsyncSession, step_id: str) -> list[Message]:
+    return list(await session.scalars(select(Message).where(Message.step_id == step_id).order_by(Message.seq)))
+
+
 async def evict(session: AsyncSession, message_ids: Sequence[str]) -> None:
     await session.execute(update(Message).where(Message.id.in_(message_ids)).values(in_context=False))
 

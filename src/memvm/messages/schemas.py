@@ -133,6 +133,10 @@ class SendRequest(BaseModel):
             return [message for message in self.messages if isinstance(message, MessageCreate)]
         return [MessageCreate(role="user", content=self.input)]
 
+    def run_config(self) -> dict[str, Any]:
+        """The options a run records (Letta's request_config)."""
+        return self.model_dump(include={"max_steps", "include_return_message_types", "streaming", "stream_tokens", "background"})
+
     def otids(self) -> list[str]:
         return [message.otid for message in self.messages or () if message.otid]
 

@@ -2,7 +2,6 @@
 the context window, and the run row of each turn. Callers have checked that the agent exists."""
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -68,19 +67,13 @@ async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:
     return await repository.pending_embeddings(session, agent_id)
 
 
-async def start_run(session: AsyncSession, agent_id: str) -> Run:
-    run = Run(id=new_id("run"), agent_id=agent_id, status="running")
-    session.add(run)
-    return run
+async def of_run(session: AsyncSession, run_id: str) -> list[Message]:
+    """What a run stored, in order."""
+    return await repository.of_run(session, run_id)
 
 
-async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any]) -> None:
-    run = await session.get(Run, run_id)
-    if run is not None:
-        run.status = "completed" if stop_reason in {"end_turn", "max_steps", "tool_rule"} else "failed"
-        run.stop_reason = stop_reason
-        run.usage = usage
-        run.completed_at = datetime.now(UTC)
+async def of_step(session: AsyncSession, step_id: str) -> list[Message]:
+    return await repository.of_step(session, step_id)
 
 
 async def run_of_otid(session: AsyncSession, agent_id: str, otid: str) -> tuple[Run, list[Message]] | None:

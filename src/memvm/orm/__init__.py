@@ -4,8 +4,9 @@ from memvm.db.base import Base
 from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
-from memvm.orm.message import Message, Run
+from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
+from memvm.orm.run import Run, Step
 from memvm.orm.tool import AgentTool, Tool
 
 __all__ = [
@@ -22,5 +23,6 @@ __all__ = [
     "Organization",
     "Passage",
     "Run",
+    "Step",
     "Tool",
 ]

@@ -1,4 +1,4 @@
-"""Conversation history and turns (runs)."""
+"""Conversation history."""
 
 from datetime import datetime
 from typing import Any
@@ -59,17 +59,3 @@ class Message(TenantOwned, Base):
     embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     embed_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
-
-
-class Run(TenantOwned, Base):
-    """One turn: a send request and its outcome, so a retried send can return the stored result."""
-
-    __tablename__ = "run"
-
-    id: Mapped[str] = mapped_column(String, primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
-    status: Mapped[str] = mapped_column(String)  # running | completed | failed
-    stop_reason: Mapped[str | None] = mapped_column(String)
-    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
-    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

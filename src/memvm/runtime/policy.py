@@ -15,6 +15,14 @@ INVALID_CALL_STREAK_LIMIT = 3
 
 
 @dataclass(frozen=True)
+class StepEnd:
+    """Marks the end of a step inside the turn's event stream: stop (with a reason) or go on."""
+
+    stop_reason: str | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class Continuation:
     stop_reason: str | None  # None: take another step
     nudge: str | None = None  # why the model must go on (a rule it broke), shown to it as a heartbeat

@@ -9,6 +9,7 @@ No transaction is ever held across a model call.
 import asyncio
 import itertools
 import logging
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -27,7 +28,9 @@ from memvm.memory.tool_rules import ToolRules
 from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
-from memvm.orm import Agent, Message
+from memvm.orm import Agent, Message, Step
+from memvm.runs import service as runs
+from memvm.runs.clock import RunClock
 from memvm.runtime import policy
 from memvm.runtime.approvals import (
     Answer,
@@ -46,27 +49,19 @@ from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import heartbeat_text, to_chat_all
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.models import AgentModel, resolve_model
-from memvm.runtime.policy import RuleTrack
+from memvm.runtime.policy import RuleTrack, StepEnd
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute_all
 from memvm.runtime.tools.inputs import embed_tool_inputs
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, agent_state, wants_network
-from memvm.runtime.usage import Usage
+from memvm.runtime.usage import StepMeter, Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
 from memvm.tools.builtin import BUILTIN_SPECS, HEARTBEAT_AGENT_TYPES, with_heartbeat
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class StepEnd:
-    """Marks the end of a step inside the turn's event stream: stop (with a reason) or go on."""
-
-    stop_reason: str | None = None
-    error: str | None = None
 
 
 @dataclass
@@ -87,6 +82,9 @@ class Turn:
     waiting: Waiting  # which calls stop the turn for the client
     answers: dict[str, Answer] | None = None  # the client's answers to what the agent waits on
     offered_specs: list[ToolSpec] = field(default_factory=list)  # this step's tools, after the rules
+    meter: StepMeter = field(default_factory=lambda: StepMeter(None))  # this step's row
+    failed_step: Step | None = None  # a model call that failed: recorded when the run finishes
+    clock: RunClock = field(default_factory=RunClock)
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
@@ -101,7 +99,7 @@ class Turn:
             agent_model = resolve_model(agent, deps.models, deps.settings)
             attached = await tools.agent_tools(session, agent_id)
             window = await messages.in_context(session, agent_id)
-            run = await messages.start_run(session, agent_id)
+            run = await runs.start_run(session, agent_id, request_config=request.run_config())
         embedder = deps.embedders.for_handle(agent.embedding)
         custom = {tool.name: CustomTool.of(tool) for tool in attached if tool.tool_type == tools.CUSTOM_TOOL_TYPE}
         specs = [BUILTIN_SPECS[tool.name] if tool.name in BUILTIN_SPECS else custom[tool.name].spec for tool in attached]
@@ -147,6 +145,7 @@ class Turn:
                     if isinstance(event, StepEnd):
                         step_end = event
                     else:
+                        self.clock.saw_event()
                         yield event
                 if step_end is not None and step_end.stop_reason is not None:
                     stop_reason, error = step_end.stop_reason, step_end.error
@@ -176,8 +175,10 @@ class Turn:
         completion = None
         offered = set(self.track.offered())
         self.offered_specs = [spec for spec in self.tool_specs if spec.name in offered]
+        self.meter = StepMeter(self.agent.model or self.deps.settings.default_model or self.agent_model.name)
         try:
             await self._make_room()
+            self.meter.model_started = time.monotonic()
             async for item in self._call_model(self._model_request()):
                 if isinstance(item, Completion):
                     completion = item
@@ -187,6 +188,7 @@ class Turn:
             yield await self._after_overflow(overflow)
             return
         except LLMError as failure:
+            self.failed_step = self.meter.failed({"agent_id": self.agent.id, "run_id": self.run_id}, failure)
             yield StepEnd("llm_api_error", failure.message)
             return
         except CompactionError as failure:
@@ -194,10 +196,11 @@ class Turn:
             return
         if completion is None:  # the ChatModel port promises one; a broken adapter fails the turn
             raise RuntimeError(f"the model stream of run {self.run_id} ended without a completion")
+        self.meter.model_ended = time.monotonic()
         completion = self.track.prefill(completion)
         waiting = self.waiting.calls(completion, offered)
         estimated = self._estimate_prompt()
-        self.usage.add(completion, estimated)
+        self.meter.tokens = self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
         vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), completion.tool_calls)
@@ -281,6 +284,7 @@ class Turn:
         the sandbox first), denied and client-run calls get the client's outcome; then the loop
         decides as after any step."""
         assert self.answers is not None and self.agent.pending_approval is not None
+        self.meter = StepMeter(None)  # no model call in this step
         calls = waiting_calls(self.agent.pending_approval)
         settled = {call_id: outcome for call_id, answer in self.answers.items() if (outcome := answered_outcome(answer))}
         approved = Completion(None, tuple(call for call in calls if call.id not in settled))
@@ -331,6 +335,7 @@ class Turn:
             results, outcomes = await execute_all(context, ready.tool_calls, frozenset(each.name for each in allowed), base)
             stored, shown = [*head, *results], [*head[len(self.pending_inputs) :], *results]
             stop_reason = await self._conclude(session, ready, outcomes, (head[-1].id, waiting), base, stored)
+            runs.record_step(session, self.meter.row(step_id, base, calls=completion.tool_calls, stop_reason=stop_reason))
             await session.flush()
         self.streamed_message_id = None
         self.pending_inputs = []
@@ -385,5 +390,8 @@ class Turn:
         return wanted is None or letta["message_type"] in wanted
 
     async def _finish(self, stop_reason: str) -> None:
+        usage = self.usage.as_letta(self.run_id)
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
-            await messages.finish_run(session, self.run_id, stop_reason=stop_reason, usage=self.usage.as_letta(self.run_id))
+            if self.failed_step is not None:
+                runs.record_step(session, self.failed_step)
+            await runs.finish_run(session, self.run_id, stop_reason=stop_reason, usage=usage, clock=self.clock)

@@ -1,9 +1,15 @@
-"""Token usage of one turn, summed over its steps, in Letta's `usage_statistics` shape."""
+"""Token usage of one turn, summed over its steps, in Letta's `usage_statistics` shape; and what
+each step's row records."""
 
+import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from memvm.llm.types import Completion
+from memvm.errors import DomainError
+from memvm.ids import new_id
+from memvm.llm.types import Completion, ToolCall
+from memvm.orm import Step
 from memvm.runtime.tokens import estimate_text
 
 
@@ -15,7 +21,8 @@ class Usage:
     step_count: int = 0
     context_tokens: int | None = None
 
-    def add(self, completion: Completion, estimated_prompt: int) -> None:
+    def add(self, completion: Completion, estimated_prompt: int) -> tuple[int, int]:
+        """Count one model call; its (prompt, completion) tokens."""
         usage = completion.usage
         prompt = usage.prompt_tokens if usage else estimated_prompt
         completion_tokens = usage.completion_tokens if usage else estimate_text(completion.content)
@@ -24,6 +31,7 @@ class Usage:
         self.total_tokens += prompt + completion_tokens
         self.step_count += 1
         self.context_tokens = prompt + completion_tokens
+        return prompt, completion_tokens
 
     def as_letta(self, run_id: str) -> dict[str, Any]:
         return {
@@ -35,3 +43,43 @@ class Usage:
             "context_tokens": self.context_tokens,
             "run_ids": [run_id],
         }
+
+
+@dataclass
+class StepMeter:
+    """What one step's row records: the model call's tokens and time, and memvm's own time after it."""
+
+    handle: str | None
+    tokens: tuple[int, int] = (0, 0)
+    model_started: float | None = None
+    model_ended: float | None = None
+
+    def model_ms(self) -> float | None:
+        if self.model_started is None or self.model_ended is None:
+            return None
+        return (self.model_ended - self.model_started) * 1000
+
+    def failed(self, base: dict[str, str], failure: DomainError) -> Step:
+        """The row of a model call that failed (no tokens, the provider's error)."""
+        self.model_ended = time.monotonic()
+        step = self.row(new_id("step"), base, calls=(), stop_reason="llm_api_error", status="failed")
+        step.error_type, step.error = type(failure).__name__, failure.message
+        return step
+
+    def row(
+        self, step_id: str, base: dict[str, str], *, calls: Sequence[ToolCall], stop_reason: str | None, status: str = "success"
+    ) -> Step:
+        server_ms = (time.monotonic() - self.model_ended) * 1000 if self.model_ended is not None else None
+        return Step(
+            id=step_id,
+            agent_id=base["agent_id"],
+            run_id=base["run_id"],
+            model=self.handle,
+            status=status,
+            stop_reason=stop_reason,
+            prompt_tokens=self.tokens[0],
+            completion_tokens=self.tokens[1],
+            model_ms=self.model_ms(),
+            server_ms=server_ms,
+            tool_calls=[call.name for call in calls],
+        )

@@ -1,0 +1,114 @@
+"""Runs (one per turn) and their steps (one per model call), as letta-client's `runs` and `steps`
+resources read them. Every route sees only the caller's organization."""
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.agents import service as agents
+from memvm.api.deps import TransactionDep, page_params
+from memvm.api.schemas import LettaMessage
+from memvm.db.pagination import PageRequest, page_of
+from memvm.ids import id_pattern
+from memvm.messages import service as messages
+from memvm.messages.letta_format import to_letta
+from memvm.orm import Message
+from memvm.runs import service as runs
+from memvm.runs.schemas import RunRead, RunUsage, StepRead
+from memvm.runs.service import RunFilter
+
+router = APIRouter(tags=["runs"])
+RunId = Annotated[str, Path(pattern=id_pattern("run"), description="run-<uuid4>")]
+StepId = Annotated[str, Path(pattern=id_pattern("step"), description="step-<uuid4>")]
+Page = Annotated[PageRequest, Depends(page_params(50, "desc"))]
+AscendingPage = Annotated[PageRequest, Depends(page_params(100, "asc"))]
+
+
+def _run_filter(
+    agent_id: str | None = None,
+    agent_ids: Annotated[list[str] | None, Query()] = None,
+    statuses: Annotated[list[str] | None, Query(description="created, running, completed, failed, cancelled")] = None,
+    active: bool | None = Query(None, description="Only runs still going (true) or only finished ones (false)."),
+    background: bool | None = None,
+    stop_reason: str | None = None,
+) -> RunFilter:
+    return RunFilter(
+        agent_ids=[*(agent_ids or ()), *([agent_id] if agent_id else [])],
+        statuses=statuses or (),
+        active=active,
+        background=background,
+        stop_reason=stop_reason,
+    )
+
+
+@router.get("/v1/runs/", response_model=list[RunRead])
+async def list_runs(tx: TransactionDep, page: Page, run_filter: Annotated[RunFilter, Depends(_run_filter)]) -> list[RunRead]:
+    """Your organization's runs, newest first by default."""
+    async with tx() as session:
+        return [RunRead.of(run) for run in await runs.list_runs(session, page, run_filter)]
+
+
+@router.get("/v1/runs/{run_id}", response_model=RunRead)
+async def retrieve_run(run_id: RunId, tx: TransactionDep) -> RunRead:
+    """One run: status, stop reason, timings and the request's options."""
+    async with tx() as session:
+        return RunRead.of(await runs.get_run(session, run_id))
+
+
+@router.delete("/v1/runs/{run_id}", status_code=204)
+async def delete_run(run_id: RunId, tx: TransactionDep) -> Response:
+    """Delete the run and its steps; the messages it stored stay in the conversation."""
+    async with tx() as session:
+        await runs.delete_run(session, run_id)
+    return Response(status_code=204)
+
+
+@router.get("/v1/runs/{run_id}/usage", response_model=RunUsage)
+async def run_usage(run_id: RunId, tx: TransactionDep) -> RunUsage:
+    """The run's tokens, summed over its model calls."""
+    async with tx() as session:
+        return runs.usage_of(await runs.get_run(session, run_id))
+
+
+@router.get("/v1/runs/{run_id}/messages", response_model=list[LettaMessage])
+async def run_messages(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
+    """What the run stored, as Letta messages, oldest first by default."""
+    async with tx() as session:
+        run = await runs.get_run(session, run_id)
+        return await _letta(session, run.agent_id, page_of(await messages.of_run(session, run_id), page))
+
+
+@router.get("/v1/runs/{run_id}/steps", response_model=list[StepRead])
+async def run_steps(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[StepRead]:
+    """The run's model calls, oldest first by default."""
+    async with tx() as session:
+        await runs.get_run(session, run_id)
+        return [StepRead.of(step) for step in await runs.list_steps(session, page, run_id=run_id)]
+
+
+@router.get("/v1/steps/", response_model=list[StepRead])
+async def list_steps(tx: TransactionDep, page: Page, agent_id: str | None = None, model: str | None = None) -> list[StepRead]:
+    """Your organization's steps, newest first by default; `model` matches the handle or its name."""
+    async with tx() as session:
+        return [StepRead.of(step) for step in await runs.list_steps(session, page, agent_id=agent_id, model=model)]
+
+
+@router.get("/v1/steps/{step_id}", response_model=StepRead)
+async def retrieve_step(step_id: StepId, tx: TransactionDep) -> StepRead:
+    """One model call: model, tokens, latencies, tool calls, error if any."""
+    async with tx() as session:
+        return StepRead.of(await runs.get_step(session, step_id))
+
+
+@router.get("/v1/steps/{step_id}/messages", response_model=list[LettaMessage])
+async def step_messages(step_id: StepId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
+    """What the step stored, as Letta messages."""
+    async with tx() as session:
+        step = await runs.get_step(session, step_id)
+        return await _letta(session, step.agent_id, page_of(await messages.of_step(session, step_id), page))
+
+
+async def _letta(session: AsyncSession, agent_id: str, stored: list[Message]) -> list[dict[str, Any]]:
+    agent = await agents.get_agent(session, agent_id)
+    return [letta for message in stored for letta in to_letta(message, agent_type=agent.agent_type, include_compaction=True)]

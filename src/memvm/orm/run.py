@@ -1,0 +1,51 @@
+"""Turns (runs) and the model calls inside them (steps)."""
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, func, text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import Mapped, mapped_column
+
+from memvm.db.base import Base, TenantOwned
+
+
+class Run(TenantOwned, Base):
+    """One turn: a send request, its options and its outcome (a retried send returns the stored one)."""
+
+    __tablename__ = "run"
+    __table_args__ = (Index("ix_run_organization_id_created_at_id", "organization_id", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
+    status: Mapped[str] = mapped_column(String)  # created | running | completed | failed | cancelled
+    stop_reason: Mapped[str | None] = mapped_column(String)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
+    request_config: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))  # the send's options
+    background: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
+    ttft_ns: Mapped[int | None] = mapped_column(BigInteger)  # start → first thing the client was sent
+    total_duration_ns: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+    completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Step(TenantOwned, Base):
+    """One model call of a run and what came of it."""
+
+    __tablename__ = "step"
+    __table_args__ = (Index("ix_step_organization_id_created_at_id", "organization_id", "created_at", "id"),)
+
+    id: Mapped[str] = mapped_column(String, primary_key=True)
+    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    model: Mapped[str | None] = mapped_column(String)  # the handle, provider/model
+    status: Mapped[str] = mapped_column(String)  # success | failed | cancelled
+    stop_reason: Mapped[str | None] = mapped_column(String)  # set on the step that ended the run
+    prompt_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    completion_tokens: Mapped[int] = mapped_column(Integer, server_default=text("0"))
+    model_ms: Mapped[float | None] = mapped_column()  # the model call
+    server_ms: Mapped[float | None] = mapped_column()  # memvm's own work after it: tools, storing
+    tool_calls: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))  # tool names called
+    error_type: Mapped[str | None] = mapped_column(String)
+    error: Mapped[str | None] = mapped_column(String)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())

@@ -1,0 +1,46 @@
+"""All run and step SQL."""
+
+from collections.abc import Sequence
+
+from sqlalchemy import Select, func, select
+from sqlalchemy.dialects.postgresql import distinct_on
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.orm import Run, Step
+
+
+def runs_query(
+    *, agent_ids: Sequence[str], statuses: Sequence[str], background: bool | None, stop_reason: str | None
+) -> Select[Run]:
+    query = select(Run)
+    if agent_ids:
+        query = query.where(Run.agent_id.in_(agent_ids))
+    if statuses:
+        query = query.where(Run.status.in_(statuses))
+    if background is not None:
+        query = query.where(Run.background.is_(background))
+    if stop_reason is not None:
+        query = query.where(Run.stop_reason == stop_reason)
+    return query
+
+
+def steps_query(*, agent_id: str | None, run_id: str | None, model: str | None) -> Select[Step]:
+    query = select(Step)
+    if agent_id is not None:
+        query = query.where(Step.agent_id == agent_id)
+    if run_id is not None:
+        query = query.where(Step.run_id == run_id)
+    if model is not None:
+        query = query.where((Step.model == model) | (func.split_part(Step.model, "/", 2) == model))
+    return query
+
+
+async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
+    """Each agent's newest finished run."""
+    query = (
+        select(Run)
+        .where(Run.agent_id.in_(agent_ids), Run.completed_at.is_not(None))
+        .ext(distinct_on(Run.agent_id))
+        .order_by(Run.agent_id, Run.created_at.desc())
+    )
+    return {run.agent_id: run for run in await session.scalars(query)}

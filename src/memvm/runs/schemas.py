@@ -1,0 +1,95 @@
+"""Run and step shapes of the Letta v1 API (letta_client.types Run, Step, runs usage)."""
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from memvm.orm import Run, Step
+
+RunStatus = Literal["created", "running", "completed", "failed", "cancelled"]
+ACTIVE_STATUSES = frozenset({"created", "running"})
+ALL_STATUSES = frozenset({*ACTIVE_STATUSES, "completed", "failed", "cancelled"})
+# Letta's mapping of stop reasons to a finished run's status.
+COMPLETED_STOPS = frozenset({"end_turn", "max_steps", "tool_rule", "requires_approval"})
+
+
+def status_after(stop_reason: str) -> RunStatus:
+    if stop_reason == "cancelled":
+        return "cancelled"
+    return "completed" if stop_reason in COMPLETED_STOPS else "failed"
+
+
+class RunRead(BaseModel):
+    id: str
+    agent_id: str
+    status: RunStatus
+    stop_reason: str | None
+    background: bool
+    request_config: dict[str, Any] | None
+    metadata: dict[str, Any] | None = None
+    created_at: datetime
+    completed_at: datetime | None
+    ttft_ns: int | None
+    total_duration_ns: int | None
+
+    @classmethod
+    def of(cls, run: Run) -> "RunRead":
+        return cls(
+            id=run.id,
+            agent_id=run.agent_id,
+            status=run.status,
+            stop_reason=run.stop_reason,
+            background=run.background,
+            request_config=run.request_config,
+            created_at=run.created_at,
+            completed_at=run.completed_at,
+            ttft_ns=run.ttft_ns,
+            total_duration_ns=run.total_duration_ns,
+        )
+
+
+class RunUsage(BaseModel):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+
+class StepRead(BaseModel):
+    id: str
+    agent_id: str
+    run_id: str
+    model: str | None
+    model_handle: str | None
+    status: Literal["pending", "success", "failed", "cancelled"]
+    stop_reason: str | None
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    model_ms: float | None
+    server_ms: float | None
+    tool_calls: list[str]
+    error_type: str | None
+    error_data: dict[str, Any] | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, step: Step) -> "StepRead":
+        return cls(
+            id=step.id,
+            agent_id=step.agent_id,
+            run_id=step.run_id,
+            model=step.model.split("/", 1)[-1] if step.model else None,
+            model_handle=step.model,
+            status=step.status,
+            stop_reason=step.stop_reason,
+            prompt_tokens=step.prompt_tokens,
+            completion_tokens=step.completion_tokens,
+            total_tokens=step.prompt_tokens + step.completion_tokens,
+            model_ms=step.model_ms,
+            server_ms=step.server_ms,
+            tool_calls=step.tool_calls,
+            error_type=step.error_type,
+            error_data={"message": step.error} if step.error else None,
+            created_at=step.created_at,
+        )

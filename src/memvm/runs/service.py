@@ -1,0 +1,99 @@
+"""Runs and steps: written by the turn, read by clients. Callers hold the transaction."""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm.db.pagination import PageRequest, fetch_page
+from memvm.errors import NotFound
+from memvm.ids import new_id
+from memvm.orm import Run, Step
+from memvm.runs import repository
+from memvm.runs.clock import RunClock
+from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, status_after
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    agent_ids: Sequence[str] = ()
+    statuses: Sequence[str] = ()
+    active: bool | None = None  # True: created or running; False: finished
+    background: bool | None = None
+    stop_reason: str | None = None
+
+
+async def start_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], background: bool = False) -> Run:
+    run = Run(id=new_id("run"), agent_id=agent_id, status="running", request_config=request_config, background=background)
+    session.add(run)
+    return run
+
+
+async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any], clock: RunClock) -> None:
+    run = await session.get(Run, run_id)
+    if run is not None:
+        run.status = status_after(stop_reason)
+        run.stop_reason = stop_reason
+        run.usage = usage
+        run.completed_at = datetime.now(UTC)
+        run.ttft_ns = clock.ttft_ns()
+        run.total_duration_ns = clock.duration_ns()
+
+
+def record_step(session: AsyncSession, step: Step) -> None:
+    session.add(step)
+
+
+async def get_run(session: AsyncSession, run_id: str) -> Run:
+    run = await session.get(Run, run_id)
+    if run is None:
+        raise NotFound(f"Run {run_id!r} not found.")
+    return run
+
+
+async def list_runs(session: AsyncSession, page: PageRequest, run_filter: RunFilter) -> list[Run]:
+    statuses = set(run_filter.statuses or ALL_STATUSES)
+    if run_filter.active is not None:  # `active` narrows `statuses`; both given and disjoint: nothing
+        statuses = statuses & ACTIVE_STATUSES if run_filter.active else statuses - ACTIVE_STATUSES
+    query = repository.runs_query(
+        agent_ids=run_filter.agent_ids,
+        statuses=sorted(statuses) if statuses != ALL_STATUSES else [],
+        background=run_filter.background,
+        stop_reason=run_filter.stop_reason,
+    )
+    if not statuses:
+        return []
+    return await fetch_page(session, query, Run, page)
+
+
+async def delete_run(session: AsyncSession, run_id: str) -> None:
+    """The run and its steps; the messages it stored stay in the conversation."""
+    await session.delete(await get_run(session, run_id))
+
+
+def usage_of(run: Run) -> RunUsage:
+    usage = run.usage or {}
+    return RunUsage(
+        prompt_tokens=usage.get("prompt_tokens", 0),
+        completion_tokens=usage.get("completion_tokens", 0),
+        total_tokens=usage.get("total_tokens", 0),
+    )
+
+
+async def get_step(session: AsyncSession, step_id: str) -> Step:
+    step = await session.get(Step, step_id)
+    if step is None:
+        raise NotFound(f"Step {step_id!r} not found.")
+    return step
+
+
+async def list_steps(
+    session: AsyncSession, page: PageRequest, *, agent_id: str | None = None, run_id: str | None = None, model: str | None = None
+) -> list[Step]:
+    return await fetch_page(session, repository.steps_query(agent_id=agent_id, run_id=run_id, model=model), Step, page)
+
+
+async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
+    return await repository.latest_runs(session, agent_ids) if agent_ids else {}

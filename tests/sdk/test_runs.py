@@ -1,0 +1,35 @@
+"""Runs and steps through the official SDK: runs.list / retrieve / messages / steps / usage and
+steps.list / retrieve / messages parse what memvm returns after a turn."""
+
+from letta_client import AsyncLetta
+from letta_client.types import ToolReturnMessage
+
+from tests.support.scripted_llm import ScriptedLLM
+from tests.support.sdk import new_agent
+
+
+async def test_the_sdk_reads_a_turns_run_and_steps(letta: AsyncLetta, llm: ScriptedLLM):
+    agent = await new_agent(letta)
+    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes: tea"})], usage=(90, 6))
+    llm.reply("Noted.", usage=(110, 2))
+    await letta.agents.messages.create(agent.id, messages=[{"role": "user", "content": "I like tea"}])
+
+    [run] = (await letta.runs.list(agent_id=agent.id)).items
+    retrieved = await letta.runs.retrieve(run.id)
+    messages = (await letta.runs.messages.list(run.id)).items
+    steps = (await letta.runs.steps.list(run.id)).items
+    usage = await letta.runs.usage.retrieve(run.id)
+    step = await letta.steps.retrieve(steps[0].id)
+    listed = (await letta.steps.list(agent_id=agent.id, order="asc")).items
+    step_messages = (await letta.steps.messages.list(steps[0].id)).items
+    shown = await letta.agents.retrieve(agent.id)
+
+    assert run.status == "completed" and run.stop_reason == "end_turn" and retrieved.id == run.id
+    assert run.total_duration_ns and run.ttft_ns
+    assert any(isinstance(m, ToolReturnMessage) for m in messages)
+    assert [s.id for s in steps] == [s.id for s in listed] and len(steps) == 2
+    assert (step.prompt_tokens, step.completion_tokens, step.run_id) == (90, 6, run.id)
+    assert step.api_model_handle == "openai/scripted-model" and step.status == "success"
+    assert usage.total_tokens == 208
+    assert len(step_messages) >= 2
+    assert shown.last_stop_reason == "end_turn" and shown.last_run_completion is not None
