@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import __version__
 from memvm.accounts.key_cache import KeyCache
-from memvm.api import admin, agents, archival, auth, blocks, core_memory, errors, health, messages, runs, search, tools
+from memvm.api import admin, agents, archival, auth, blocks, core_memory, errors, health, messages, models, runs, search, tools
 from memvm.api.limits import BodySizeLimit
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
@@ -89,7 +89,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     errors.install(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
     app.include_router(health.router)
-    for module in (agents, core_memory, blocks, messages, runs, tools, archival, search, admin):
+    for module in (agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
         app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
     return app
 

@@ -54,6 +54,8 @@ UNSCOPED = {
     ("POST", "/v1/tools/run"),  # runs the source it is given; reads and writes nothing stored
     ("GET", "/v1/runs/"),
     ("GET", "/v1/steps/"),
+    ("GET", "/v1/models/"),  # the provider's models, the default, and the handles of B's own agents
+    ("GET", "/v1/models/embedding"),
 }
 
 

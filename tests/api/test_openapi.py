@@ -58,6 +58,9 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/steps/"),
     ("GET", "/v1/steps/{step_id}"),
     ("GET", "/v1/steps/{step_id}/messages"),
+    # models.py
+    ("GET", "/v1/models/"),
+    ("GET", "/v1/models/embedding"),
     # archival.py
     ("POST", "/v1/agents/{agent_id}/archival-memory"),
     ("GET", "/v1/agents/{agent_id}/archival-memory"),

@@ -1,5 +1,5 @@
-"""Runs and steps through the official SDK: runs.list / retrieve / messages / steps / usage and
-steps.list / retrieve / messages parse what memvm returns after a turn."""
+"""Runs, steps and models through the official SDK: runs.list / retrieve / messages / steps / usage,
+steps.list / retrieve / messages and models.list parse what memvm returns."""
 
 from letta_client import AsyncLetta
 from letta_client.types import ToolReturnMessage
@@ -33,3 +33,12 @@ async def test_the_sdk_reads_a_turns_run_and_steps(letta: AsyncLetta, llm: Scrip
     assert usage.total_tokens == 208
     assert len(step_messages) >= 2
     assert shown.last_stop_reason == "end_turn" and shown.last_run_completion is not None
+
+
+async def test_the_sdk_lists_chat_and_embedding_models(letta: AsyncLetta):
+    models = await letta.models.list()
+    embeddings = await letta.models.embeddings.list()
+
+    assert "openai/scripted-model" in [model.handle for model in models]
+    assert all(model.context_window > 0 and model.provider_type for model in models)
+    assert embeddings[0].embedding_dim == 384

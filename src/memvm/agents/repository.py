@@ -79,3 +79,7 @@ async def lock_block_by_label(session: AsyncSession, agent_id: str, label: str) 
 
 async def set_pending_approval(session: AsyncSession, agent_id: str, pending: dict[str, Any] | None) -> None:
     await session.execute(update(Agent).where(Agent.id == agent_id).values(pending_approval=pending))
+
+
+async def model_handles(session: AsyncSession) -> list[str]:
+    return list(await session.scalars(select(Agent.model).where(Agent.model.is_not(None)).distinct().order_by(Agent.model)))

@@ -103,6 +103,11 @@ async def set_requires_approval(session: AsyncSession, agent_id: str, tool_name:
     return agent
 
 
+async def model_handles(session: AsyncSession) -> list[str]:
+    """The model handles the organization's agents use."""
+    return await repository.model_handles(session)
+
+
 def agent_not_found(agent_id: str) -> NotFound:
     return NotFound(f"Agent {agent_id!r} not found.")
 

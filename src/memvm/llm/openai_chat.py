@@ -14,6 +14,7 @@ from typing import Any
 
 import openai
 
+from memvm.errors import LLMUnavailable
 from memvm.llm.types import (
     ChatMessage,
     Completion,
@@ -257,6 +258,16 @@ class ChatModelFactory:
         if client is None:
             client = self._clients[key] = build_client(base_url, api_key, self._retry)
         return OpenAIChatModel(client, retry=self._retry, sleep=self._sleep)
+
+    async def provider_models(self, timeout: float) -> list[str]:
+        """The model ids the configured endpoint lists (its /v1/models); raises LLMError if it cannot."""
+        self.for_endpoint(Endpoint(base_url=None))  # builds the default client if no turn has yet
+        client = self._clients[(self._default_base_url, self._default_api_key or PLACEHOLDER_API_KEY)]
+        try:
+            page = await client.with_options(timeout=timeout, max_retries=0).models.list()
+        except openai.OpenAIError as error:
+            raise LLMUnavailable(f"listing the provider's models failed: {error}") from None
+        return [model.id for model in page.data]
 
     async def aclose(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memvm.config import Settings
 from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
-from memvm.runtime.models import ModelSource
+from memvm.runtime.models import ModelSource, ProviderModels
 from memvm.runtime.turn_lock import agent_turn_lock
 from memvm.sandbox.runner import Sandbox
 
@@ -25,6 +25,7 @@ class RuntimeDeps:
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)
+    provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
 
     def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[None]:
         """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow."""

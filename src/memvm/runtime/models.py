@@ -1,6 +1,7 @@
 """Which model an agent talks to: endpoint, model name and context window, from its settings."""
 
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from memvm.config import Settings
@@ -12,6 +13,23 @@ from memvm.orm import Agent
 
 class ModelSource(Protocol):
     def for_endpoint(self, endpoint: Endpoint) -> ChatModel: ...
+
+    async def provider_models(self, timeout: float) -> list[str]: ...
+
+
+CACHE_SECONDS = 60.0
+
+
+@dataclass
+class ProviderModels:
+    """The provider's list, remembered for a minute (UIs call models.list() on every page)."""
+
+    fetched_at: float = -CACHE_SECONDS
+    names: list[str] = field(default_factory=list)
+    failure: str | None = None
+
+    def fresh(self) -> bool:
+        return time.monotonic() - self.fetched_at < CACHE_SECONDS
 
 
 @dataclass(frozen=True)
