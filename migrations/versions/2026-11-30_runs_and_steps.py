@@ -1,4 +1,4 @@
-"""Runs keep their options and timings; a step row per model call.
+"""Runs keep their options, timings and a cancel request; a step row per model call.
 
 Revision ID: 3c9a7d5e1f20
 Revises: 8b3f6e1d2c75
@@ -20,6 +20,7 @@ def upgrade() -> None:
     op.add_column("run", sa.Column("background", sa.Boolean(), server_default=sa.text("false"), nullable=False))
     op.add_column("run", sa.Column("ttft_ns", sa.BigInteger(), nullable=True))
     op.add_column("run", sa.Column("total_duration_ns", sa.BigInteger(), nullable=True))
+    op.add_column("run", sa.Column("cancel_requested_at", sa.DateTime(timezone=True), nullable=True))
     op.create_index("ix_run_organization_id_created_at_id", "run", ["organization_id", "created_at", "id"], unique=False)
     op.create_table(
         "step",
@@ -51,5 +52,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_table("step")
     op.drop_index("ix_run_organization_id_created_at_id", table_name="run")
-    for column in ("total_duration_ns", "ttft_ns", "background", "request_config"):
+    for column in ("cancel_requested_at", "total_duration_ns", "ttft_ns", "background", "request_config"):
         op.drop_column("run", column)

@@ -20,6 +20,7 @@ from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.provider import RetryPolicy
+from memvm.runtime.cancel import CancelSignals
 from memvm.runtime.deps import RuntimeDeps
 from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
@@ -37,7 +38,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker, keys, sandbox = None, None, None
+        worker, keys, sandbox, cancels = None, None, None, None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
@@ -53,6 +54,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             sandbox = Sandbox(settings)
             await sandbox.probe()
             log.log(*sandbox.describe())
+            cancels = CancelSignals(lock_engine)
+            cancels.start()
             runtime = RuntimeDeps(
                 sessionmaker=sessionmaker,
                 lock_engine=lock_engine,
@@ -60,6 +63,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 embedders=embedders,
                 settings=settings,
                 sandbox=sandbox,
+                cancels=cancels,
             )
             app.state.runtime = runtime
             if settings.embedding_worker:
@@ -75,6 +79,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 await keys.stop()
             if sandbox is not None:
                 await sandbox.close()
+            if cancels is not None:
+                await cancels.stop()
             await embedders.aclose()
             await models.aclose()
             await lock_engine.dispose()

@@ -38,6 +38,7 @@ BODIES = {
     ("PATCH", "/v1/tools/{tool_id}"): {"description": "taken over"},
     ("POST", "/v1/tools/run"): {"source_code": "def echo(x: int) -> int:\n    return x", "args": {"x": 1}},
     ("PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}"): {"requires_approval": True},
+    ("POST", "/v1/agents/{agent_id}/messages/cancel"): {},
 }
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.

@@ -33,6 +33,7 @@ EXPECTED_OPERATIONS = {
     # messages.py
     ("POST", "/v1/agents/{agent_id}/messages"),
     ("POST", "/v1/agents/{agent_id}/messages/stream"),
+    ("POST", "/v1/agents/{agent_id}/messages/cancel"),
     ("GET", "/v1/agents/{agent_id}/messages"),
     ("GET", "/v1/messages/{message_id}"),
     # tools.py

@@ -52,3 +52,28 @@ async def test_turn_lock_and_otid_hold_across_two_replicas(tmp_path, database_ur
     assert original.status_code == retried.status_code == 200
     assert retried.json()["messages"] == original.json()["messages"]
     assert len(llm.requests) == 3  # the retried otid did not call the model again
+
+
+async def test_a_cancel_sent_to_one_replica_stops_the_turn_running_on_the_other(tmp_path, database_url, llm):
+    llm.reply("too late", delay=20.0).reply("after the cancel")
+    with two_replicas(tmp_path, database_url, llm) as (url_a, url_b):
+        async with httpx.AsyncClient(timeout=30) as http:
+            agent_id = (await http.post(f"{url_a}/v1/agents/", json=MODEL)).json()["id"]
+            running = asyncio.create_task(http.post(f"{url_a}/v1/agents/{agent_id}/messages", json={"input": "one"}))
+            run_ids: list[str] = []
+            while not run_ids:
+                await asyncio.sleep(0.05)
+                active = await http.get(f"{url_b}/v1/runs/", params={"agent_id": agent_id, "active": "true"})
+                run_ids = [run["id"] for run in active.json()]
+            while not llm.requests:  # cancel once the turn is waiting on the model
+                await asyncio.sleep(0.05)
+            started = asyncio.get_running_loop().time()
+
+            cancelled = await http.post(f"{url_b}/v1/agents/{agent_id}/messages/cancel", json={})
+            stopped = await running
+            waited = asyncio.get_running_loop().time() - started
+            after = await http.post(f"{url_b}/v1/agents/{agent_id}/messages", json={"input": "two"})
+
+    assert cancelled.json() == {run_ids[0]: "cancelled"}
+    assert stopped.json()["stop_reason"]["stop_reason"] == "cancelled" and waited < 5.0
+    assert after.json()["messages"][-1]["content"] == "after the cancel"

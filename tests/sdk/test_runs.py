@@ -33,6 +33,7 @@ async def test_the_sdk_reads_a_turns_run_and_steps(letta: AsyncLetta, llm: Scrip
     assert usage.total_tokens == 208
     assert len(step_messages) >= 2
     assert shown.last_stop_reason == "end_turn" and shown.last_run_completion is not None
+    assert await letta.agents.messages.cancel(agent.id) == {}  # nothing left running
 
 
 async def test_the_sdk_lists_chat_and_embedding_models(letta: AsyncLetta):

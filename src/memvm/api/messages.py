@@ -5,6 +5,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
@@ -16,6 +17,7 @@ from memvm.ids import id_pattern
 from memvm.messages import service
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import LettaResponse, SendRequest
+from memvm.runs import service as runs
 from memvm.runtime.send import send
 
 router = APIRouter(tags=["messages"])
@@ -36,6 +38,25 @@ async def stream_message(agent_id: AgentId, body: SendRequest, request: Request,
     """Send messages and stream the turn as Server-Sent Events (one event per stored message)."""
     events, ready = await _start(request, caller, agent_id, body)
     return _stream(events, ready, body)
+
+
+class CancelRequest(BaseModel):
+    run_ids: list[str] | None = None
+
+
+@router.post("/v1/agents/{agent_id}/messages/cancel", response_model=dict[str, str])
+async def cancel_runs(
+    agent_id: AgentId, request: Request, tx: TransactionDep, body: CancelRequest | None = None
+) -> dict[str, str]:
+    """Stop the agent's active runs (or those of `run_ids`) at their next safe point, on whichever
+    replica runs them: during a model call or between steps. Nothing of an unfinished step is kept;
+    the run ends `cancelled`. Answers {run_id: "cancelled"} for each run asked to stop."""
+    async with tx() as session:
+        await agents.get_agent(session, agent_id)
+        asked = await runs.request_cancel(session, agent_id, body.run_ids if body else None)
+    for run_id in asked:  # this replica at once; the others when the NOTIFY arrives
+        request.app.state.runtime.cancels.signal(run_id)
+    return dict.fromkeys(asked, "cancelled")
 
 
 @router.get("/v1/agents/{agent_id}/messages", response_model=list[LettaMessage])

@@ -25,6 +25,7 @@ class Run(TenantOwned, Base):
     background: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     ttft_ns: Mapped[int | None] = mapped_column(BigInteger)  # start → first thing the client was sent
     total_duration_ns: Mapped[int | None] = mapped_column(BigInteger)
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # stop at the next safe point
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

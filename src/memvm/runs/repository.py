@@ -2,7 +2,7 @@
 
 from collections.abc import Sequence
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -44,3 +44,26 @@ async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
         .order_by(Run.agent_id, Run.created_at.desc())
     )
     return {run.agent_id: run for run in await session.scalars(query)}
+
+
+CANCEL_CHANNEL = "memvm_run_cancel"
+
+
+async def request_cancel(session: AsyncSession, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
+    """Flag the agent's active runs (or those of `run_ids`) and tell every replica, at commit."""
+    query = (
+        update(Run)
+        .where(Run.agent_id == agent_id, Run.status.in_(("created", "running")))
+        .values(cancel_requested_at=func.now())
+        .returning(Run.id)
+    )
+    if run_ids is not None:
+        query = query.where(Run.id.in_(run_ids))
+    cancelled = list(await session.scalars(query))
+    for run_id in cancelled:
+        await session.execute(text("SELECT pg_notify(:channel, :run_id)"), {"channel": CANCEL_CHANNEL, "run_id": run_id})
+    return cancelled
+
+
+async def cancel_requested(session: AsyncSession, run_id: str) -> bool:
+    return bool(await session.scalar(select(Run.cancel_requested_at.is_not(None)).where(Run.id == run_id)))

@@ -97,3 +97,15 @@ async def list_steps(
 
 async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
     return await repository.latest_runs(session, agent_ids) if agent_ids else {}
+
+
+CANCEL_CHANNEL = repository.CANCEL_CHANNEL
+
+
+async def request_cancel(session: AsyncSession, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
+    """Ask the agent's active runs to stop, on whichever replica runs them; the ids asked."""
+    return await repository.request_cancel(session, agent_id, run_ids)
+
+
+async def cancel_requested(session: AsyncSession, run_id: str) -> bool:
+    return await repository.cancel_requested(session, run_id)

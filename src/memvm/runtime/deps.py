@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memvm.config import Settings
 from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.runtime.cancel import CancelSignals
 from memvm.runtime.models import ModelSource, ProviderModels
 from memvm.runtime.turn_lock import agent_turn_lock
 from memvm.sandbox.runner import Sandbox
@@ -22,6 +23,7 @@ class RuntimeDeps:
     embedders: EmbedderRegistry
     settings: Settings
     sandbox: Sandbox  # runs custom tools
+    cancels: CancelSignals  # cancel requests of the runs this process runs
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)

@@ -23,7 +23,7 @@ from memvm.db.uow import transaction
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
-from memvm.llm.types import ChatMessage, Completion, ModelRequest, TextDelta, ToolCall, ToolSpec
+from memvm.llm.types import ChatMessage, Completion, ModelRequest, ToolCall, ToolSpec
 from memvm.memory.tool_rules import ToolRules
 from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
@@ -31,7 +31,7 @@ from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
 from memvm.runs import service as runs
 from memvm.runs.clock import RunClock
-from memvm.runtime import policy
+from memvm.runtime import model_call, policy
 from memvm.runtime.approvals import (
     Answer,
     Waiting,
@@ -48,6 +48,7 @@ from memvm.runtime.approvals import (
 from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import heartbeat_text, to_chat_all
 from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.model_call import RunCancelled
 from memvm.runtime.models import AgentModel, resolve_model
 from memvm.runtime.policy import RuleTrack, StepEnd
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
@@ -85,6 +86,7 @@ class Turn:
     meter: StepMeter = field(default_factory=lambda: StepMeter(None))  # this step's row
     failed_step: Step | None = None  # a model call that failed: recorded when the run finishes
     clock: RunClock = field(default_factory=RunClock)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run is asked to stop
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
@@ -121,6 +123,7 @@ class Turn:
                 frozenset(tool.name for tool in request.client_tools or ()),
             ),
             answers=answers,
+            cancelled=deps.cancels.watch(run.id),
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
             custom_calls=CustomCalls(
@@ -140,6 +143,9 @@ class Turn:
         try:
             steps = [self._resolve()] if self.answers is not None else []
             for step in itertools.chain(steps, (self._step() for _ in range(self.request.max_steps))):
+                if await self._cancel_requested():
+                    stop_reason = "cancelled"
+                    break
                 step_end = None
                 async for event in step:
                     if isinstance(event, StepEnd):
@@ -179,7 +185,9 @@ class Turn:
         try:
             await self._make_room()
             self.meter.model_started = time.monotonic()
-            async for item in self._call_model(self._model_request()):
+            self.streamed_message_id = stream_id = new_id("message") if self.request.stream_tokens else None
+            model, request = self.agent_model.model, self._model_request()
+            async for item in model_call.call(model, request, self.cancelled, stream_id=stream_id, run_id=self.run_id):
                 if isinstance(item, Completion):
                     completion = item
                 else:
@@ -193,6 +201,9 @@ class Turn:
             return
         except CompactionError as failure:
             yield StepEnd("error", str(failure))
+            return
+        except RunCancelled:
+            yield StepEnd("cancelled")
             return
         if completion is None:  # the ChatModel port promises one; a broken adapter fails the turn
             raise RuntimeError(f"the model stream of run {self.run_id} ended without a completion")
@@ -215,26 +226,6 @@ class Turn:
                 if self._wanted(letta) and not already_streamed:
                     yield letta
         yield StepEnd(stop_reason)
-
-    async def _call_model(self, request: ModelRequest) -> AsyncIterator[dict[str, Any] | Completion]:
-        model = self.agent_model.model
-        if not self.request.stream_tokens:
-            yield await model.complete(request)
-            return
-        self.streamed_message_id = new_id("message")
-        date = datetime.now(UTC).isoformat(timespec="seconds")
-        async for item in model.stream(request):
-            if isinstance(item, TextDelta):
-                yield {
-                    "id": self.streamed_message_id,
-                    "date": date,
-                    "message_type": "assistant_message",
-                    "otid": f"{self.streamed_message_id}-0",
-                    "run_id": self.run_id,
-                    "content": item.text,
-                }
-            else:
-                yield item
 
     def _model_request(self) -> ModelRequest:
         pending = [ChatMessage(message.role, message.text) for message in self.pending_inputs]
@@ -389,7 +380,16 @@ class Turn:
         wanted = self.request.include_return_message_types
         return wanted is None or letta["message_type"] in wanted
 
+    async def _cancel_requested(self) -> bool:
+        """Between steps: the run's cancel event, or (while this process cannot LISTEN) the run row."""
+        if not self.cancelled.is_set() and not self.deps.cancels.listening:
+            async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
+                if await runs.cancel_requested(session, self.run_id):
+                    self.cancelled.set()
+        return self.cancelled.is_set()
+
     async def _finish(self, stop_reason: str) -> None:
+        self.deps.cancels.release(self.run_id)
         usage = self.usage.as_letta(self.run_id)
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             if self.failed_step is not None:
