@@ -1,4 +1,5 @@
-"""Runs keep their options, timings and a cancel request; a step row per model call.
+"""Runs keep their options, timings, a cancel request and their events (background runs replay them);
+a step row per model call.
 
 Revision ID: 3c9a7d5e1f20
 Revises: 8b3f6e1d2c75
@@ -47,9 +48,21 @@ def upgrade() -> None:
     op.create_index(op.f("ix_step_agent_id"), "step", ["agent_id"], unique=False)
     op.create_index(op.f("ix_step_run_id"), "step", ["run_id"], unique=False)
     op.create_index("ix_step_organization_id_created_at_id", "step", ["organization_id", "created_at", "id"], unique=False)
+    op.create_table(
+        "run_event",
+        sa.Column("run_id", sa.String(), nullable=False),
+        sa.Column("seq", sa.Integer(), nullable=False),
+        sa.Column("payload", postgresql.JSONB(astext_type=sa.Text()), nullable=False),
+        sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("clock_timestamp()"), nullable=False),
+        sa.Column("organization_id", sa.String(), nullable=False),
+        sa.ForeignKeyConstraint(["run_id"], ["run.id"], name=op.f("fk_run_event_run_id_run"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(["organization_id"], ["organization.id"], name=op.f("fk_run_event_organization_id_organization")),
+        sa.PrimaryKeyConstraint("run_id", "seq", name=op.f("pk_run_event")),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("run_event")
     op.drop_table("step")
     op.drop_index("ix_run_organization_id_created_at_id", table_name="run")
     for column in ("cancel_requested_at", "total_duration_ns", "ttft_ns", "background", "request_config"):

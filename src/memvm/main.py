@@ -1,5 +1,6 @@
 """create_app(settings): the FastAPI application, its lifespan resources, routers and error handlers."""
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -20,6 +21,7 @@ from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.provider import RetryPolicy
+from memvm.runtime.background import fail_orphaned_runs
 from memvm.runtime.cancel import CancelSignals
 from memvm.runtime.deps import RuntimeDeps
 from memvm.sandbox.runner import Sandbox
@@ -38,7 +40,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker, keys, sandbox, cancels = None, None, None, None
+        worker, keys, sandbox, cancels, runtime = None, None, None, None, None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
@@ -66,6 +68,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 cancels=cancels,
             )
             app.state.runtime = runtime
+            if orphaned := await fail_orphaned_runs(runtime):
+                log.warning("%d run(s) left running by a stopped process were marked failed", orphaned)
             if settings.embedding_worker:
                 worker = EmbeddingWorker(
                     sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds
@@ -73,6 +77,10 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 worker.start()
             yield
         finally:
+            if runtime is not None:  # background turns end as cancelled, their steps kept
+                for task in list(runtime.background):
+                    task.cancel()
+                await asyncio.gather(*runtime.background, return_exceptions=True)
             if worker is not None:
                 await worker.stop()
             if keys is not None:

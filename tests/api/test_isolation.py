@@ -39,6 +39,8 @@ BODIES = {
     ("POST", "/v1/tools/run"): {"source_code": "def echo(x: int) -> int:\n    return x", "args": {"x": 1}},
     ("PATCH", "/v1/agents/{agent_id}/tools/approval/{tool_name}"): {"requires_approval": True},
     ("POST", "/v1/agents/{agent_id}/messages/cancel"): {},
+    ("POST", "/v1/agents/{agent_id}/messages/async"): {"input": "hi"},
+    ("POST", "/v1/runs/{run_id}/stream"): {},
 }
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.

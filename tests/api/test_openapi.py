@@ -34,6 +34,7 @@ EXPECTED_OPERATIONS = {
     ("POST", "/v1/agents/{agent_id}/messages"),
     ("POST", "/v1/agents/{agent_id}/messages/stream"),
     ("POST", "/v1/agents/{agent_id}/messages/cancel"),
+    ("POST", "/v1/agents/{agent_id}/messages/async"),
     ("GET", "/v1/agents/{agent_id}/messages"),
     ("GET", "/v1/messages/{message_id}"),
     # tools.py
@@ -56,6 +57,7 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/runs/{run_id}/usage"),
     ("GET", "/v1/runs/{run_id}/messages"),
     ("GET", "/v1/runs/{run_id}/steps"),
+    ("POST", "/v1/runs/{run_id}/stream"),
     ("GET", "/v1/steps/"),
     ("GET", "/v1/steps/{step_id}"),
     ("GET", "/v1/steps/{step_id}/messages"),

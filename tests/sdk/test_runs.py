@@ -1,6 +1,8 @@
 """Runs, steps and models through the official SDK: runs.list / retrieve / messages / steps / usage,
 steps.list / retrieve / messages and models.list parse what memvm returns."""
 
+import asyncio
+
 from letta_client import AsyncLetta
 from letta_client.types import ToolReturnMessage
 
@@ -43,3 +45,18 @@ async def test_the_sdk_lists_chat_and_embedding_models(letta: AsyncLetta):
     assert "openai/scripted-model" in [model.handle for model in models]
     assert all(model.context_window > 0 and model.provider_type for model in models)
     assert embeddings[0].embedding_dim == 384
+
+
+async def test_the_sdk_runs_a_turn_in_the_background_and_polls_it(letta: AsyncLetta, llm: ScriptedLLM):
+    agent = await new_agent(letta)
+    llm.reply("Done in the background.", delay=1.0)
+
+    run = await letta.agents.messages.create_async(agent.id, messages=[{"role": "user", "content": "take your time"}])
+    while (polled := await letta.runs.retrieve(run.id)).status in ("created", "running"):
+        await asyncio.sleep(0.1)
+    messages = (await letta.runs.messages.list(run.id)).items
+    listed = (await letta.runs.list(agent_id=agent.id, background=True)).items
+
+    assert run.background and polled.status == "completed" and polled.stop_reason == "end_turn"
+    assert messages[-1].content == "Done in the background."
+    assert [r.id for r in listed] == [run.id]

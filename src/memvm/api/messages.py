@@ -1,5 +1,4 @@
-import json
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
@@ -12,12 +11,15 @@ from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep
 from memvm.api.schemas import LettaMessage
+from memvm.api.sse import sse
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages import service
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import LettaResponse, SendRequest
 from memvm.runs import service as runs
+from memvm.runs.schemas import RunRead
+from memvm.runtime.background import follow, start_background
 from memvm.runtime.send import send
 
 router = APIRouter(tags=["messages"])
@@ -35,9 +37,23 @@ async def send_message(agent_id: AgentId, body: SendRequest, request: Request, c
 
 @router.post("/v1/agents/{agent_id}/messages/stream")
 async def stream_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> StreamingResponse:
-    """Send messages and stream the turn as Server-Sent Events (one event per stored message)."""
+    """Send messages and stream the turn as Server-Sent Events (one event per stored message). With
+    `background: true` the turn runs on even if this connection drops; resume with POST
+    /v1/runs/{run_id}/stream and `starting_after` (each event carries its `seq_id`)."""
+    if body.background:
+        runtime = request.app.state.runtime
+        run = await start_background(runtime, caller, agent_id, body)
+        events = follow(runtime, caller, run.id, starting_after=0, poll_seconds=0.1, batch=100)
+        return StreamingResponse(sse(None, events), media_type="text/event-stream")
     events, ready = await _start(request, caller, agent_id, body)
     return _stream(events, ready, body)
+
+
+@router.post("/v1/agents/{agent_id}/messages/async", response_model=RunRead)
+async def send_message_async(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> RunRead:
+    """Queue the turn and answer with its run at once; poll GET /v1/runs/{id}, read
+    /v1/runs/{id}/messages, or stream it with POST /v1/runs/{id}/stream."""
+    return RunRead.of(await start_background(request.app.state.runtime, caller, agent_id, body))
 
 
 class CancelRequest(BaseModel):
@@ -99,7 +115,7 @@ async def _start(request: Request, caller: Caller, agent_id: str, body: SendRequ
 
 
 def _stream(events: Events, ready: dict[str, Any], body: SendRequest) -> StreamingResponse:
-    return StreamingResponse(_sse(ready if body.include_pings else None, events), media_type="text/event-stream")
+    return StreamingResponse(sse(ready if body.include_pings else None, events), media_type="text/event-stream")
 
 
 async def _collect(events: Events) -> LettaResponse:
@@ -110,19 +126,3 @@ async def _collect(events: Events) -> LettaResponse:
         stop_reason=next(event for event in collected if event["message_type"] == "stop_reason"),
         usage=next(event for event in collected if event["message_type"] == "usage_statistics"),
     )
-
-
-async def _sse(first: dict[str, Any] | None, events: Events) -> AsyncIterator[str]:
-    async with aclosing(events):
-        if first is not None:
-            yield _data(first)
-        async for event in events:
-            if event["message_type"] == "error_message":
-                yield f"event: error\n{_data(event)}"
-            else:
-                yield _data(event)
-    yield "data: [DONE]\n\n"
-
-
-def _data(event: dict[str, Any]) -> str:
-    return f"data: {json.dumps(event, ensure_ascii=False, default=str)}\n\n"

@@ -3,12 +3,16 @@ resources read them. Every route sees only the caller's organization."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import service as agents
+from memvm.api.auth import CallerDep
 from memvm.api.deps import TransactionDep, page_params
 from memvm.api.schemas import LettaMessage
+from memvm.api.sse import sse
 from memvm.db.pagination import PageRequest, page_of
 from memvm.ids import id_pattern
 from memvm.messages import service as messages
@@ -17,6 +21,7 @@ from memvm.orm import Message
 from memvm.runs import service as runs
 from memvm.runs.schemas import RunRead, RunUsage, StepRead
 from memvm.runs.service import RunFilter
+from memvm.runtime.background import follow
 
 router = APIRouter(tags=["runs"])
 RunId = Annotated[str, Path(pattern=id_pattern("run"), description="run-<uuid4>")]
@@ -112,3 +117,30 @@ async def step_messages(step_id: StepId, tx: TransactionDep, page: AscendingPage
 async def _letta(session: AsyncSession, agent_id: str, stored: list[Message]) -> list[dict[str, Any]]:
     agent = await agents.get_agent(session, agent_id)
     return [letta for message in stored for letta in to_letta(message, agent_type=agent.agent_type, include_compaction=True)]
+
+
+class RunStreamRequest(BaseModel):
+    starting_after: int = Field(0, ge=0, description="Resume after this seq_id; 0 replays from the start.")
+    include_pings: bool = True
+    poll_interval: float = Field(0.1, gt=0, le=5, description="Seconds between checks for new events.")
+    batch_size: int = Field(100, ge=1, le=1000)
+
+
+@router.post("/v1/runs/{run_id}/stream")
+async def stream_run(
+    run_id: RunId, request: Request, caller: CallerDep, tx: TransactionDep, body: RunStreamRequest | None = None
+) -> StreamingResponse:
+    """A background run's events as Server-Sent Events: those stored after `starting_after` at once,
+    then new ones as they come, until the run ends. A finished run replays completely."""
+    async with tx() as session:
+        await runs.get_run(session, run_id)  # an unknown run is a 404, before the stream starts
+    options = body or RunStreamRequest()
+    events = follow(
+        request.app.state.runtime,
+        caller,
+        run_id,
+        starting_after=options.starting_after,
+        poll_seconds=options.poll_interval,
+        batch=options.batch_size,
+    )
+    return StreamingResponse(sse(None, events), media_type="text/event-stream")

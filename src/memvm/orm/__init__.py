@@ -6,7 +6,7 @@ from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
-from memvm.orm.run import Run, Step
+from memvm.orm.run import Run, RunEvent, Step
 from memvm.orm.tool import AgentTool, Tool
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "Organization",
     "Passage",
     "Run",
+    "RunEvent",
     "Step",
     "Tool",
 ]

@@ -50,3 +50,14 @@ class Step(TenantOwned, Base):
     error_type: Mapped[str | None] = mapped_column(String)
     error: Mapped[str | None] = mapped_column(String)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+
+
+class RunEvent(TenantOwned, Base):
+    """One streamed event of a background run, numbered, so a client can resume from a cursor."""
+
+    __tablename__ = "run_event"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())

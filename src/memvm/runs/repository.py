@@ -6,7 +6,7 @@ from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.orm import Run, Step
+from memvm.orm import Run, RunEvent, Step
 
 
 def runs_query(
@@ -67,3 +67,23 @@ async def request_cancel(session: AsyncSession, agent_id: str, run_ids: Sequence
 
 async def cancel_requested(session: AsyncSession, run_id: str) -> bool:
     return bool(await session.scalar(select(Run.cancel_requested_at.is_not(None)).where(Run.id == run_id)))
+
+
+async def events_after(session: AsyncSession, run_id: str, after: int, limit: int) -> list[RunEvent]:
+    query = select(RunEvent).where(RunEvent.run_id == run_id, RunEvent.seq > after).order_by(RunEvent.seq).limit(limit)
+    return list(await session.scalars(query))
+
+
+async def fail_running(session: AsyncSession, agent_id: str) -> list[str]:
+    """Mark the agent's `running` runs failed (the caller knows no process runs them)."""
+    query = (
+        update(Run)
+        .where(Run.agent_id == agent_id, Run.status == "running")
+        .values(status="failed", stop_reason="error", completed_at=func.now())
+        .returning(Run.id)
+    )
+    return list(await session.scalars(query))
+
+
+async def running_runs(session: AsyncSession) -> list[Run]:
+    return list(await session.scalars(select(Run).where(Run.status == "running")))

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import NotFound
 from memvm.ids import new_id
-from memvm.orm import Run, Step
+from memvm.orm import Run, RunEvent, Step
 from memvm.runs import repository
 from memvm.runs.clock import RunClock
 from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, status_after
@@ -25,10 +25,42 @@ class RunFilter:
     stop_reason: str | None = None
 
 
-async def start_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], background: bool = False) -> Run:
-    run = Run(id=new_id("run"), agent_id=agent_id, status="running", request_config=request_config, background=background)
+async def start_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], run_id: str | None = None) -> Run:
+    """The running turn's run: a new one, or the background run created when it was queued."""
+    if run_id is not None:
+        run = await get_run(session, run_id)
+        run.status = "running"
+        return run
+    run = Run(id=new_id("run"), agent_id=agent_id, status="running", request_config=request_config)
     session.add(run)
     return run
+
+
+async def queue_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any]) -> Run:
+    """A background run, `created` until its turn starts."""
+    run = Run(id=new_id("run"), agent_id=agent_id, status="created", request_config=request_config, background=True)
+    session.add(run)
+    await session.flush()
+    await session.refresh(run)
+    return run
+
+
+async def fail_orphans(session: AsyncSession, agent_id: str) -> list[str]:
+    """Runs marked running whose process is gone. Call it holding the agent's turn lock: a live
+    turn holds that lock, so no run of the agent can still be running."""
+    return await repository.fail_running(session, agent_id)
+
+
+async def running_runs(session: AsyncSession) -> list[Run]:
+    return await repository.running_runs(session)
+
+
+def record_event(session: AsyncSession, run_id: str, seq: int, payload: dict[str, Any]) -> None:
+    session.add(RunEvent(run_id=run_id, seq=seq, payload=payload))
+
+
+async def events_after(session: AsyncSession, run_id: str, after: int, limit: int) -> list[RunEvent]:
+    return await repository.events_after(session, run_id, after, limit)
 
 
 async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any], clock: RunClock) -> None:

@@ -28,6 +28,7 @@ class RuntimeDeps:
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)
     provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
+    background: set["asyncio.Task[None]"] = field(default_factory=set)  # background turns of this process
 
     def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[None]:
         """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow."""

@@ -28,8 +28,11 @@ def ready(run_id: str | None = None) -> dict[str, Any]:
     }
 
 
-async def send(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> AsyncGenerator[dict[str, Any], None]:
-    """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is exhausted or closed."""
+async def send(
+    deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str | None = None
+) -> AsyncGenerator[dict[str, Any], None]:
+    """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is
+    exhausted or closed. `run_id`: a background run created when the send was queued."""
     async with deps.turn_lock(caller.organization_id, agent_id):
         replayed = await _stored_result(deps, caller, agent_id, request)
         if replayed is not None:
@@ -37,7 +40,7 @@ async def send(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRe
             for event in replayed:
                 yield event
             return
-        turn = await Turn.start(deps, caller, agent_id, request)
+        turn = await Turn.start(deps, caller, agent_id, request, run_id)
         yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:

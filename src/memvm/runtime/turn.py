@@ -94,14 +94,15 @@ class Turn:
     embedding: EmbeddingModel | None = None
 
     @classmethod
-    async def start(cls, deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> "Turn":
+    async def start(cls, deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str | None) -> "Turn":
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
             answers = answers_to_pending(agent, request)
             agent_model = resolve_model(agent, deps.models, deps.settings)
             attached = await tools.agent_tools(session, agent_id)
             window = await messages.in_context(session, agent_id)
-            run = await runs.start_run(session, agent_id, request_config=request.run_config())
+            await runs.fail_orphans(session, agent_id)  # we hold the turn lock: no other run is running
+            run = await runs.start_run(session, agent_id, request_config=request.run_config(), run_id=run_id)
         embedder = deps.embedders.for_handle(agent.embedding)
         custom = {tool.name: CustomTool.of(tool) for tool in attached if tool.tool_type == tools.CUSTOM_TOOL_TYPE}
         specs = [BUILTIN_SPECS[tool.name] if tool.name in BUILTIN_SPECS else custom[tool.name].spec for tool in attached]

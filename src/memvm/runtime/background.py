@@ -1,0 +1,111 @@
+"""Background turns: the send returns its run at once and the turn runs in this process, storing
+every event it streams (numbered) with the run. Any replica can then stream the run from a cursor:
+what is stored first, then what comes, until the run ends. A run left `running` by a process that
+died is failed by the next turn of its agent, or at start-up (runs.service.fail_orphans)."""
+
+import asyncio
+import logging
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
+from datetime import UTC, datetime
+from typing import Any
+
+from memvm.actors import Caller
+from memvm.agents import service as agents
+from memvm.db.tenancy import ALL_ORGANIZATIONS
+from memvm.db.uow import transaction
+from memvm.errors import DomainError
+from memvm.messages.schemas import SendRequest
+from memvm.orm import Run
+from memvm.runs import service as runs
+from memvm.runs.schemas import ACTIVE_STATUSES, status_after
+from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.send import send
+from memvm.runtime.turn_lock import agent_turn_lock
+
+log = logging.getLogger(__name__)
+
+
+async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> Run:
+    """Queue the turn and return its run (`created`); the turn starts once it has the agent's lock."""
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        await agents.get_agent(session, agent_id)
+        run = await runs.queue_run(session, agent_id, request_config=request.run_config())
+    task = asyncio.create_task(_run(deps, caller, agent_id, request, run.id))
+    deps.background.add(task)
+    task.add_done_callback(deps.background.discard)
+    return run
+
+
+async def _run(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str) -> None:
+    seq, last_stop = 0, None
+    try:
+        async with aclosing(send(deps, caller, agent_id, request, run_id)) as events:
+            async for event in events:
+                if event.get("message_type") == "ping":
+                    continue
+                seq += 1
+                last_stop = event.get("stop_reason", last_stop)
+                async with transaction(deps.sessionmaker, caller.organization_id) as session:
+                    runs.record_event(session, run_id, seq, {**event, "seq_id": seq})
+    except DomainError as error:  # before the turn began: busy agent, pending approval, bad input
+        await _end_unstarted(deps, caller, run_id, seq, "error", error.message)
+        return
+    except Exception:
+        log.exception("background run %s failed", run_id)
+        await _end_unstarted(deps, caller, run_id, seq, "error", "The run failed with an internal error.")
+        return
+    await _end_unstarted(deps, caller, run_id, seq, last_stop or "end_turn", None)
+
+
+async def _end_unstarted(deps: RuntimeDeps, caller: Caller, run_id: str, seq: int, stop_reason: str, error: str | None) -> None:
+    """A run whose turn never began (refused, or answered from a stored otid) is finished here;
+    one whose turn ran was finished by the turn."""
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        run = await runs.get_run(session, run_id)
+        if run.status not in ACTIVE_STATUSES:
+            return
+        run.status, run.stop_reason, run.completed_at = status_after(stop_reason), stop_reason, datetime.now(UTC)
+        if error is not None:
+            failure = {"message_type": "error_message", "run_id": run_id, "error_type": stop_reason, "message": error}
+            runs.record_event(session, run_id, seq + 1, {**failure, "seq_id": seq + 1})
+            runs.record_event(
+                session, run_id, seq + 2, {"message_type": "stop_reason", "stop_reason": stop_reason, "seq_id": seq + 2}
+            )
+
+
+async def follow(
+    deps: RuntimeDeps, caller: Caller, run_id: str, *, starting_after: int, poll_seconds: float, batch: int
+) -> AsyncGenerator[dict[str, Any], None]:
+    """The run's events after the cursor: stored ones at once, then new ones as they are stored,
+    until the run has ended and all are sent."""
+    cursor = starting_after
+    while True:
+        async with transaction(deps.sessionmaker, caller.organization_id) as session:
+            status = (await runs.get_run(session, run_id)).status
+            events = await runs.events_after(session, run_id, cursor, batch)
+        for event in events:
+            cursor = event.seq
+            yield event.payload
+        if not events and status not in ACTIVE_STATUSES:
+            return
+        if len(events) < batch:
+            await asyncio.sleep(poll_seconds)
+
+
+async def fail_orphaned_runs(deps: RuntimeDeps) -> int:
+    """At start-up: runs left `running` whose agent's turn lock is free were run by a process that
+    is gone; fail them so clients polling them get an answer."""
+    async with transaction(deps.sessionmaker, ALL_ORGANIZATIONS) as session:
+        running = [(run.organization_id, run.agent_id) for run in await runs.running_runs(session)]
+    failed = 0
+    for organization_id, agent_id in dict.fromkeys(running):
+        try:
+            async with (
+                agent_turn_lock(deps.lock_engine, organization_id, agent_id, timeout_seconds=0.001),
+                transaction(deps.sessionmaker, organization_id) as session,
+            ):
+                failed += len(await runs.fail_orphans(session, agent_id))
+        except DomainError:  # the lock is held: a live process runs that agent's turn
+            continue
+    return failed

@@ -1,0 +1,102 @@
+"""Background turns: /messages/async answers with the run at once and the turn runs on; every event
+is stored with a seq_id, so POST /v1/runs/{id}/stream replays from any cursor and follows a live
+run to its end; a run left `running` by a dead process is failed by the next turn or at start-up."""
+
+import asyncio
+import time
+
+from tests.support.api import app_client, create_agent
+from tests.support.sse import parse_sse
+
+MODEL = {"model": "openai/scripted-model"}
+
+
+async def wait_finished(client, run_id: str) -> dict:
+    for _ in range(400):
+        run = (await client.get(f"/v1/runs/{run_id}")).json()
+        if run["status"] not in ("created", "running"):
+            return run
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} did not finish")
+
+
+async def test_async_returns_the_run_at_once_and_the_turn_runs_on(client, llm):
+    agent = await create_agent(client, **MODEL)
+    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes tea"})], delay=1.5).reply("Noted.")
+
+    started = time.monotonic()
+    queued = await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "I like tea"})
+    answered_in = time.monotonic() - started
+    run = await wait_finished(client, queued.json()["id"])
+    messages = (await client.get(f"/v1/runs/{run['id']}/messages")).json()
+
+    assert queued.status_code == 200 and answered_in < 1.0
+    assert queued.json()["status"] in ("created", "running") and queued.json()["background"] is True
+    assert run["status"] == "completed" and run["stop_reason"] == "end_turn"
+    assert [m["message_type"] for m in messages][-1] == "assistant_message" and messages[-1]["content"] == "Noted."
+
+
+async def test_a_run_streams_from_a_cursor_and_follows_it_live(client, llm):
+    agent = await create_agent(client, **MODEL)
+    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes tea"})], delay=0.5).reply("Noted.", delay=0.5)
+    run_id = (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi"})).json()["id"]
+
+    live = parse_sse((await client.post(f"/v1/runs/{run_id}/stream", json={})).text)
+    replayed = parse_sse((await client.post(f"/v1/runs/{run_id}/stream")).text)
+    resumed = parse_sse((await client.post(f"/v1/runs/{run_id}/stream", json={"starting_after": 2})).text)
+
+    types = [e.get("message_type") for e in live]
+    assert types == ["tool_call_message", "tool_return_message", "assistant_message", "stop_reason", "usage_statistics", None]
+    assert [e.get("seq_id") for e in live[:-1]] == [1, 2, 3, 4, 5] and live[-1] == {"done": True}
+    assert replayed == live
+    assert resumed == live[2:]
+
+
+async def test_background_on_the_stream_route(client, llm):
+    agent = await create_agent(client, **MODEL)
+    llm.reply("Hello.")
+
+    events = parse_sse(
+        (await client.post(f"/v1/agents/{agent['id']}/messages/stream", json={"input": "hi", "background": True})).text
+    )
+
+    assert [e.get("message_type") for e in events][:2] == ["assistant_message", "stop_reason"]
+    assert events[0]["content"] == "Hello." and events[-1] == {"done": True}
+
+
+async def test_a_refused_background_turn_fails_its_run_with_the_reason(client, llm):
+    agent = await create_agent(client, **MODEL)
+
+    queued = (
+        await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"messages": [{"type": "approval", "approve": True}]})
+    ).json()
+    run = await wait_finished(client, queued["id"])
+    events = parse_sse((await client.post(f"/v1/runs/{queued['id']}/stream")).text)
+
+    assert run["status"] == "failed" and run["stop_reason"] == "error"
+    [error] = [e for e in events if e.get("message_type") == "error_message"]
+    assert "not waiting for an approval" in error["message"]
+
+
+async def test_a_run_left_running_by_a_dead_process_is_failed(settings, llm, db):
+    async with app_client(settings) as client:
+        agent = await create_agent(client, **MODEL)
+        organization = await db.fetchval("SELECT organization_id FROM agent WHERE id = $1", agent["id"])
+        for run_id in ("run-00000000-0000-4000-8000-00000000000a", "run-00000000-0000-4000-8000-00000000000b"):
+            await db.execute(
+                "INSERT INTO run (id, agent_id, status, organization_id) VALUES ($1, $2, 'running', $3)",
+                run_id,
+                agent["id"],
+                organization,
+            )
+        llm.reply("Hello.")
+        await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hi"})  # the next turn fails them
+        after_turn = await db.fetch("SELECT status FROM run WHERE id LIKE 'run-00000000%'")
+        await db.execute("UPDATE run SET status = 'running' WHERE id LIKE 'run-00000000%'")
+
+    async with app_client(settings) as restarted:
+        await restarted.get("/v1/health/")
+        after_start = await db.fetch("SELECT status FROM run WHERE id LIKE 'run-00000000%'")
+
+    assert [row["status"] for row in after_turn] == ["failed", "failed"]
+    assert [row["status"] for row in after_start] == ["failed", "failed"]
