@@ -8,10 +8,12 @@ from contextlib import asynccontextmanager
 from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memvm import __version__
+from memvm import __version__, metrics
 from memvm.accounts.key_cache import KeyCache
 from memvm.api import admin, agents, archival, auth, blocks, core_memory, errors, health, messages, models, runs, search, tools
+from memvm.api import metrics as api_metrics
 from memvm.api.limits import BodySizeLimit
+from memvm.api.metrics import HttpMetrics
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
 from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
@@ -47,6 +49,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 if not plan.up_to_date:
                     log.info("database migrated %s → %s", plan.current or "empty", plan.target)
             sessionmaker = build_sessionmaker(engine)
+            metrics.watch_pool(engine.sync_engine.pool.checkedout, engine.sync_engine.pool.checkedin)  # type: ignore[attr-defined]
             async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
                 await sync_builtin_tools(session)
             keys = KeyCache(sessionmaker, lock_engine)
@@ -102,7 +105,9 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     )
     errors.install(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(HttpMetrics)
     app.include_router(health.router)
+    app.include_router(api_metrics.router)
     for module in (agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
         app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
     return app

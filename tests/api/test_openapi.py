@@ -61,6 +61,8 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/steps/"),
     ("GET", "/v1/steps/{step_id}"),
     ("GET", "/v1/steps/{step_id}/messages"),
+    # metrics.py
+    ("GET", "/metrics"),
     # models.py
     ("GET", "/v1/models/"),
     ("GET", "/v1/models/embedding"),

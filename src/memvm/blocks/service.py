@@ -10,12 +10,13 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm import metrics
 from memvm.actors import Actor
 from memvm.blocks import repository
 from memvm.blocks.schemas import BlockCreate, BlockUpdate
 from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
-from memvm.errors import Conflict, NotFound, PreconditionFailed
+from memvm.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from memvm.ids import new_id
 from memvm.memory import rules
 from memvm.orm import Block
@@ -100,7 +101,11 @@ async def lock_block(session: AsyncSession, block_id: str) -> Block:
 async def apply_changes(session: AsyncSession, block: Block, requested: dict[str, Any], *, actor: Actor) -> Block:
     """Write API-named field changes to a block the caller has locked: rules, version bump,
     history row, and a recompile of every agent that shows the block."""
-    changes = _validated_changes(block, requested)
+    try:
+        changes = _validated_changes(block, requested)
+    except InvalidInput:
+        metrics.BLOCK_WRITES.labels("refused_invalid").inc()  # over the limit, a bad label, …
+        raise
     if not changes:
         return block
     agent_ids = await repository.attached_agent_ids(session, block.id)
@@ -112,6 +117,7 @@ async def apply_changes(session: AsyncSession, block: Block, requested: dict[str
     clash = f"Label {block.label!r} is already used by another block of an agent this block is attached to."
     await flush_or_conflict(session, "uq_agent_block_agent_id_label", clash)
     repository.record_change(session, block, change="update", actor=actor)
+    metrics.BLOCK_WRITES.labels("written").inc()
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)
     return block
@@ -134,6 +140,7 @@ async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor) ->
 
 def check_version(block: Block, if_match: int | None) -> None:
     if if_match is not None and if_match != block.version:
+        metrics.BLOCK_WRITES.labels("refused_version").inc()
         raise PreconditionFailed(
             f"Block {block.id!r} is at version {block.version}, but If-Match expected version {if_match}. "
             "Someone changed it since you read it: re-read the block and retry with its current version."

@@ -1,6 +1,7 @@
 """Searching conversation history over the API: embed the query (outside any transaction),
 then rank in PostgreSQL."""
 
+from memvm import metrics
 from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
@@ -32,14 +33,15 @@ async def search_history(
         vector = QueryVector(embedder.model, embedder.dim, await deps.query_vectors.vector(embedder, query))
     timezone = agent.timezone if agent else "UTC"
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        return await search_messages(
-            session,
-            agent_ids=agent_ids,
-            query=query,
-            vector=vector,
-            mode=mode,
-            roles=roles,
-            limit=limit,
-            start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
-            end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
-        )
+        with metrics.timed(metrics.SEARCH_SECONDS, "conversation"):
+            return await search_messages(
+                session,
+                agent_ids=agent_ids,
+                query=query,
+                vector=vector,
+                mode=mode,
+                roles=roles,
+                limit=limit,
+                start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
+                end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
+            )

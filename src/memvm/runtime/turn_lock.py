@@ -13,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from memvm import metrics
 from memvm.errors import Busy
 
 _TURN_LOCK_CLASS = 0x6D76  # namespaces our keys among other advisory-lock users
@@ -32,9 +33,10 @@ async def agent_turn_lock(
         timeout_ms = max(1, int(timeout_seconds * 1000))
         await connection.execute(select(func.set_config("lock_timeout", f"{timeout_ms}ms", False)))
         try:
-            await connection.execute(
-                select(func.pg_advisory_lock(_TURN_LOCK_CLASS, func.hashtext(f"{organization_id}/{agent_id}")))
-            )
+            with metrics.timed(metrics.TURN_LOCK_SECONDS):
+                await connection.execute(
+                    select(func.pg_advisory_lock(_TURN_LOCK_CLASS, func.hashtext(f"{organization_id}/{agent_id}")))
+                )
         except DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
                 raise

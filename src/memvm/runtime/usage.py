@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from memvm import metrics
 from memvm.errors import DomainError
 from memvm.ids import new_id
 from memvm.llm.types import Completion, ToolCall
@@ -59,6 +60,14 @@ class StepMeter:
             return None
         return (self.model_ended - self.model_started) * 1000
 
+    def _count(self, status: str) -> None:
+        metrics.STEPS.labels(status).inc()
+        model = self.handle or "unknown"
+        if (model_ms := self.model_ms()) is not None:
+            metrics.MODEL_SECONDS.labels(model).observe(model_ms / 1000)
+        metrics.MODEL_TOKENS.labels(model, "prompt").inc(self.tokens[0])
+        metrics.MODEL_TOKENS.labels(model, "completion").inc(self.tokens[1])
+
     def failed(self, base: dict[str, str], failure: DomainError) -> Step:
         """The row of a model call that failed (no tokens, the provider's error)."""
         self.model_ended = time.monotonic()
@@ -70,6 +79,7 @@ class StepMeter:
         self, step_id: str, base: dict[str, str], *, calls: Sequence[ToolCall], stop_reason: str | None, status: str = "success"
     ) -> Step:
         server_ms = (time.monotonic() - self.model_ended) * 1000 if self.model_ended is not None else None
+        self._count(status)
         return Step(
             id=step_id,
             agent_id=base["agent_id"],

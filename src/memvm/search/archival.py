@@ -10,6 +10,7 @@ from sqlalchemy import ColumnElement, Select, cast, literal, literal_column, sel
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import QueryableAttribute
 
+from memvm import metrics
 from memvm.orm import Passage
 
 # What a search result needs (never the vector: parsing 384+ floats per row is not free).
@@ -103,6 +104,7 @@ class PassageSearch:
 
 async def search_passages(session: AsyncSession, search: PassageSearch) -> list[PassageHit]:
     """The search's rows, run under this transaction's vector search settings."""
-    await prefer_vector_index(session, search.top_k)
-    rows = await session.execute(search.statement())
+    with metrics.timed(metrics.SEARCH_SECONDS, "archival"):
+        await prefer_vector_index(session, search.top_k)
+        rows = await session.execute(search.statement())
     return [PassageHit(row, float(row.distance)) for row in rows]

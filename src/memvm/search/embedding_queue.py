@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from datetime import UTC, datetime
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from memvm import metrics
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
@@ -41,8 +43,9 @@ _CLAIM = text(f"""
         ORDER BY seq
         LIMIT :batch
         FOR UPDATE SKIP LOCKED)
-    RETURNING m.id, m.content, a.embedding
+    RETURNING m.id, m.content, a.embedding, m.created_at
 """)
+_DEPTH = text(f"SELECT count(*) FROM message WHERE {EMBEDDING_QUEUE_PREDICATE} AND embed_claimed_at IS NULL")
 
 
 async def embed_pending_messages(
@@ -51,8 +54,9 @@ async def embed_pending_messages(
     """Embed one batch; returns how many messages were claimed (0: the queue is empty)."""
     async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
         claimed = (await session.execute(_CLAIM, {"timeout": CLAIM_TIMEOUT_SECONDS, "batch": batch_size})).all()
+        metrics.EMBEDDING_DEPTH.set(await session.scalar(_DEPTH) or 0)
     by_handle: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
-    for message_id, content, handle in claimed:
+    for message_id, content, handle, _stored_at in claimed:
         by_handle[handle].append((message_id, content))
     for handle, rows in by_handle.items():
         embedder = embedders.for_handle(handle)
@@ -61,6 +65,10 @@ async def embed_pending_messages(
         async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
             connection = await session.connection()
             await connection.execute(_STORE.values(embedding_model=embedder.model, embedding_dim=embedder.dim), values)
+    now = datetime.now(UTC)
+    for *_, stored_at in claimed:
+        metrics.EMBEDDING_LAG.observe((now - stored_at).total_seconds())
+    metrics.EMBEDDED.inc(len(claimed))
     return len(claimed)
 
 

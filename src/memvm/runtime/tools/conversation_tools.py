@@ -2,6 +2,7 @@
 
 import json
 
+from memvm import metrics
 from memvm.errors import InvalidInput
 from memvm.runtime.tools.context import ToolContext
 from memvm.search.conversation import QueryVector, search_messages
@@ -29,17 +30,18 @@ async def conversation_search(
         raise InvalidInput(f"Unknown role(s) {', '.join(unknown)}; use {', '.join(SEARCHABLE_ROLES)}.")
     values = ctx.vector_for(query)
     vector = QueryVector(ctx.embedding.model, ctx.embedding.dim, values) if values is not None and ctx.embedding else None
-    hits = await search_messages(
-        ctx.session,
-        agent_ids=[ctx.agent_id],
-        query=query,
-        vector=vector,
-        roles=roles or (),
-        limit=limit or 5,
-        exclude_run_id=ctx.run_id,
-        start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone),
-        end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone),
-    )
+    with metrics.timed(metrics.SEARCH_SECONDS, "conversation"):
+        hits = await search_messages(
+            ctx.session,
+            agent_ids=[ctx.agent_id],
+            query=query,
+            vector=vector,
+            roles=roles or (),
+            limit=limit or 5,
+            exclude_run_id=ctx.run_id,
+            start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone),
+            end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone),
+        )
     if not hits:
         return json.dumps({"message": "No results found.", "results": []})
     results = [

@@ -5,6 +5,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, get_args, get_origin
 
+from memvm import metrics
 from memvm.errors import DomainError
 from memvm.ids import new_id
 from memvm.llm.types import ToolCall
@@ -42,6 +43,7 @@ async def execute_all(
     outcomes: list[ToolOutcome] = []
     for call in calls:
         outcome = await execute(ctx, call, allowed)
+        metrics.TOOL_CALLS.labels(call.name if call.name in allowed else "(not offered)", outcome.status).inc()
         outcomes.append(outcome)
         results.append(
             Message(

@@ -1,6 +1,7 @@
 """Handlers of the core-memory tools. Every edit goes through the blocks service's single write
 path (limits, versions, history with the agent and step, recompile) on a row-locked block."""
 
+from memvm import metrics
 from memvm.agents import service as agents
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockCreate
@@ -18,6 +19,7 @@ async def locked_block(ctx: ToolContext, label: str, *, for_edit: bool = True) -
         labels = ", ".join(sorted(await agents.block_labels(ctx.session, ctx.agent_id))) or "none"
         raise MemoryEditError(f"There is no memory block labelled '{label}'. Your blocks are: {labels}.")
     if for_edit and block.read_only:
+        metrics.BLOCK_WRITES.labels("refused_read_only").inc()
         raise MemoryEditError(f"Memory block '{label}': {READ_ONLY}")
     return block
 

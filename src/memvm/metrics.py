@@ -1,0 +1,67 @@
+"""What an operator watches, in Prometheus' text format (GET /metrics). One place defines every
+metric, so names and labels stay consistent; the code that does the work increments them.
+
+Several worker processes: set PROMETHEUS_MULTIPROC_DIR (prometheus-client's multi-process mode)
+and GET /metrics aggregates them."""
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    multiprocess,
+)
+
+_FAST = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+_SLOW = (0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+HTTP_REQUESTS = Counter("memvm_http_requests_total", "HTTP requests by route template and status.", ["method", "route", "status"])
+HTTP_SECONDS = Histogram(
+    "memvm_http_request_seconds", "HTTP request latency by route template.", ["method", "route"], buckets=_FAST
+)
+TURNS = Counter("memvm_turns_total", "Finished turns (runs) by stop reason.", ["stop_reason"])
+STEPS = Counter("memvm_steps_total", "Steps (model calls) by status.", ["status"])
+MODEL_SECONDS = Histogram("memvm_model_call_seconds", "Latency of model calls by model handle.", ["model"], buckets=_SLOW)
+MODEL_TOKENS = Counter("memvm_model_tokens_total", "Tokens by model handle and kind (prompt, completion).", ["model", "kind"])
+TOOL_CALLS = Counter("memvm_tool_calls_total", "Tool calls by tool and status.", ["tool", "status"])
+BLOCK_WRITES = Counter("memvm_block_writes_total", "Block writes by result (written, or why refused).", ["result"])
+SEARCH_SECONDS = Histogram("memvm_search_seconds", "Search latency by kind (archival, conversation).", ["kind"], buckets=_FAST)
+TURN_LOCK_SECONDS = Histogram("memvm_turn_lock_wait_seconds", "Time a turn waited for its agent's lock.", buckets=_FAST)
+EMBEDDED = Counter("memvm_embedding_queue_embedded_total", "Messages the embedding queue embedded.")
+EMBEDDING_LAG = Histogram("memvm_embedding_queue_lag_seconds", "From a message's storage to its vector.", buckets=_SLOW)
+EMBEDDING_DEPTH = Gauge(
+    "memvm_embedding_queue_depth", "Messages waiting for a vector (seen by this process's worker).", multiprocess_mode="max"
+)
+DB_POOL = Gauge("memvm_db_pool_connections", "Database connections of this process's pool by state.", ["state"])
+
+
+def watch_pool(checked_out: Callable[[], int], checked_in: Callable[[], int]) -> None:
+    """Pool gauges read when scraped (in-use and idle connections)."""
+    DB_POOL.labels("in_use").set_function(checked_out)
+    DB_POOL.labels("idle").set_function(checked_in)
+
+
+@contextmanager
+def timed(histogram: Histogram, *labels: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        (histogram.labels(*labels) if labels else histogram).observe(time.perf_counter() - started)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The current values (every process's, in multi-process mode) and their content type."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
