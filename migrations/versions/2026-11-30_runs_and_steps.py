@@ -22,6 +22,10 @@ def upgrade() -> None:
     op.add_column("run", sa.Column("ttft_ns", sa.BigInteger(), nullable=True))
     op.add_column("run", sa.Column("total_duration_ns", sa.BigInteger(), nullable=True))
     op.add_column("run", sa.Column("cancel_requested_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("run", sa.Column("callback_url", sa.String(), nullable=True))
+    op.add_column("run", sa.Column("callback_sent_at", sa.DateTime(timezone=True), nullable=True))
+    op.add_column("run", sa.Column("callback_status_code", sa.Integer(), nullable=True))
+    op.add_column("run", sa.Column("callback_error", sa.String(), nullable=True))
     op.create_index("ix_run_organization_id_created_at_id", "run", ["organization_id", "created_at", "id"], unique=False)
     op.create_table(
         "step",
@@ -65,5 +69,6 @@ def downgrade() -> None:
     op.drop_table("run_event")
     op.drop_table("step")
     op.drop_index("ix_run_organization_id_created_at_id", table_name="run")
-    for column in ("cancel_requested_at", "total_duration_ns", "ttft_ns", "background", "request_config"):
+    dropped = ("callback_error", "callback_status_code", "callback_sent_at", "callback_url", "cancel_requested_at")
+    for column in (*dropped, "total_duration_ns", "ttft_ns", "background", "request_config"):
         op.drop_column("run", column)

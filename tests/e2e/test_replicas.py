@@ -77,3 +77,23 @@ async def test_a_cancel_sent_to_one_replica_stops_the_turn_running_on_the_other(
     assert cancelled.json() == {run_ids[0]: "cancelled"}
     assert stopped.json()["stop_reason"]["stop_reason"] == "cancelled" and waited < 5.0
     assert after.json()["messages"][-1]["content"] == "after the cancel"
+
+
+async def test_a_background_run_of_a_killed_replica_ends_failed_when_a_replica_starts(tmp_path, database_url, llm):
+    llm.reply("never delivered", delay=30.0)
+    env = child_env(MEMVM_DATABASE_URL=database_url, MEMVM_OPENAI_BASE_URL=llm.base_url, MEMVM_OPENAI_API_KEY="k")
+    async with httpx.AsyncClient(timeout=30) as http:
+        port = free_port()
+        with serve(tmp_path / "doomed.log", env, "--port", str(port), port=port) as doomed:
+            agent_id = (await http.post(f"{doomed.base_url}/v1/agents/", json=MODEL)).json()["id"]
+            run = (await http.post(f"{doomed.base_url}/v1/agents/{agent_id}/messages/async", json={"input": "hi"})).json()
+            while not llm.requests:  # the turn is running: it waits on the model
+                await asyncio.sleep(0.05)
+            doomed.process.kill()  # SIGKILL: no shutdown, the run stays `running` in the database
+            doomed.process.wait(timeout=10)
+        port = free_port()
+        with serve(tmp_path / "next.log", env, "--port", str(port), port=port) as restarted:
+            after = (await http.get(f"{restarted.base_url}/v1/runs/{run['id']}")).json()
+
+    assert run["status"] in ("created", "running")
+    assert after["status"] == "failed" and after["stop_reason"] == "error"

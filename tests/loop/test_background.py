@@ -3,6 +3,7 @@ is stored with a seq_id, so POST /v1/runs/{id}/stream replays from any cursor an
 run to its end; a run left `running` by a dead process is failed by the next turn or at start-up."""
 
 import asyncio
+import json
 import time
 
 from tests.support.api import app_client, create_agent
@@ -100,3 +101,37 @@ async def test_a_run_left_running_by_a_dead_process_is_failed(settings, llm, db)
 
     assert [row["status"] for row in after_turn] == ["failed", "failed"]
     assert [row["status"] for row in after_start] == ["failed", "failed"]
+
+
+async def test_the_finished_run_is_posted_to_the_callback_url_with_a_retry(client, llm):
+    received: list[bytes] = []
+
+    async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+        received.append(await reader.readexactly(length))
+        status = b"503 Service Unavailable" if len(received) == 1 else b"200 OK"  # the first try fails
+        writer.write(b"HTTP/1.1 " + status + b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(answer, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/done"
+    agent = await create_agent(client, **MODEL)
+    llm.reply("Hello.")
+    async with server:
+        run_id = (
+            await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi", "callback_url": url})
+        ).json()["id"]
+        for _ in range(100):
+            run = (await client.get(f"/v1/runs/{run_id}")).json()
+            if run["callback_sent_at"]:
+                break
+            await asyncio.sleep(0.1)
+    bad = await client.post(
+        f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi", "callback_url": "file:///etc/passwd"}
+    )
+
+    assert len(received) == 2 and json.loads(received[-1])["id"] == run_id and json.loads(received[-1])["status"] == "completed"
+    assert run["callback_url"] == url and run["callback_status_code"] == 200 and run["callback_error"] is None
+    assert bad.status_code == 422

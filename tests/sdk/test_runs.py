@@ -60,3 +60,21 @@ async def test_the_sdk_runs_a_turn_in_the_background_and_polls_it(letta: AsyncLe
     assert run.background and polled.status == "completed" and polled.stop_reason == "end_turn"
     assert messages[-1].content == "Done in the background."
     assert [r.id for r in listed] == [run.id]
+
+
+async def test_the_sdk_cancels_a_background_run(letta: AsyncLetta, llm: ScriptedLLM):
+    agent = await new_agent(letta)
+    requests_before = len(llm.requests)
+    llm.reply("too late", delay=20.0).reply("after the cancel")
+
+    run = await letta.agents.messages.create_async(agent.id, messages=[{"role": "user", "content": "slow one"}])
+    while len(llm.requests) == requests_before:  # the turn waits on the model
+        await asyncio.sleep(0.05)
+    cancelled = await letta.agents.messages.cancel(agent.id)
+    while (polled := await letta.runs.retrieve(run.id)).status in ("created", "running"):
+        await asyncio.sleep(0.1)
+    after = await letta.agents.messages.create(agent.id, messages=[{"role": "user", "content": "still there?"}])
+
+    assert cancelled == {run.id: "cancelled"}
+    assert polled.status == "cancelled" and polled.stop_reason == "cancelled"
+    assert after.messages[-1].content == "after the cancel"

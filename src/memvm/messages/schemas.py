@@ -110,6 +110,9 @@ class SendRequest(BaseModel):
     messages: list[InputMessage] | None = None
     input: str | list[TextPart] | None = None
     client_tools: list[ClientTool] | None = None
+    callback_url: str | None = Field(
+        None, pattern=r"^https?://", max_length=2000, description="Background runs: POST the finished run here."
+    )
     max_steps: int = Field(MAX_STEPS_DEFAULT, ge=1, le=500)
     include_return_message_types: list[str] | None = None
     include_compaction_messages: bool = False

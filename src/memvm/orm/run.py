@@ -26,6 +26,11 @@ class Run(TenantOwned, Base):
     ttft_ns: Mapped[int | None] = mapped_column(BigInteger)  # start → first thing the client was sent
     total_duration_ns: Mapped[int | None] = mapped_column(BigInteger)
     cancel_requested_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))  # stop at the next safe point
+    # Where a finished background run is POSTed, and how that went.
+    callback_url: Mapped[str | None] = mapped_column(String)
+    callback_sent_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    callback_status_code: Mapped[int | None] = mapped_column(Integer)
+    callback_error: Mapped[str | None] = mapped_column(String)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
     completed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 

@@ -32,6 +32,10 @@ class RunRead(BaseModel):
     completed_at: datetime | None
     ttft_ns: int | None
     total_duration_ns: int | None
+    callback_url: str | None = None
+    callback_sent_at: datetime | None = None
+    callback_status_code: int | None = None
+    callback_error: str | None = None
 
     @classmethod
     def of(cls, run: Run) -> "RunRead":
@@ -46,6 +50,10 @@ class RunRead(BaseModel):
             completed_at=run.completed_at,
             ttft_ns=run.ttft_ns,
             total_duration_ns=run.total_duration_ns,
+            callback_url=run.callback_url,
+            callback_sent_at=run.callback_sent_at,
+            callback_status_code=run.callback_status_code,
+            callback_error=run.callback_error,
         )
 
 

@@ -37,9 +37,18 @@ async def start_run(session: AsyncSession, agent_id: str, *, request_config: dic
     return run
 
 
-async def queue_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any]) -> Run:
+async def queue_run(
+    session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], callback_url: str | None = None
+) -> Run:
     """A background run, `created` until its turn starts."""
-    run = Run(id=new_id("run"), agent_id=agent_id, status="created", request_config=request_config, background=True)
+    run = Run(
+        id=new_id("run"),
+        agent_id=agent_id,
+        status="created",
+        request_config=request_config,
+        background=True,
+        callback_url=callback_url,
+    )
     session.add(run)
     await session.flush()
     await session.refresh(run)

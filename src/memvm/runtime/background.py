@@ -10,6 +10,8 @@ from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
 
+import httpx
+
 from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.db.tenancy import ALL_ORGANIZATIONS
@@ -18,19 +20,21 @@ from memvm.errors import DomainError
 from memvm.messages.schemas import SendRequest
 from memvm.orm import Run
 from memvm.runs import service as runs
-from memvm.runs.schemas import ACTIVE_STATUSES, status_after
+from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.send import send
 from memvm.runtime.turn_lock import agent_turn_lock
 
 log = logging.getLogger(__name__)
+CALLBACK_ATTEMPTS = 3
+CALLBACK_TIMEOUT_SECONDS = 5.0
 
 
 async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> Run:
     """Queue the turn and return its run (`created`); the turn starts once it has the agent's lock."""
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
         await agents.get_agent(session, agent_id)
-        run = await runs.queue_run(session, agent_id, request_config=request.run_config())
+        run = await runs.queue_run(session, agent_id, request_config=request.run_config(), callback_url=request.callback_url)
     task = asyncio.create_task(_run(deps, caller, agent_id, request, run.id))
     deps.background.add(task)
     task.add_done_callback(deps.background.discard)
@@ -50,12 +54,34 @@ async def _run(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRe
                     runs.record_event(session, run_id, seq, {**event, "seq_id": seq})
     except DomainError as error:  # before the turn began: busy agent, pending approval, bad input
         await _end_unstarted(deps, caller, run_id, seq, "error", error.message)
-        return
     except Exception:
         log.exception("background run %s failed", run_id)
         await _end_unstarted(deps, caller, run_id, seq, "error", "The run failed with an internal error.")
-        return
-    await _end_unstarted(deps, caller, run_id, seq, last_stop or "end_turn", None)
+    else:
+        await _end_unstarted(deps, caller, run_id, seq, last_stop or "end_turn", None)
+    if request.callback_url:
+        await _call_back(deps, caller, run_id, request.callback_url)
+
+
+async def _call_back(deps: RuntimeDeps, caller: Caller, run_id: str, url: str) -> None:
+    """POST the finished run to the client's URL: a few tries with growing pauses, each bounded;
+    how it went is kept on the run (callback_status_code / callback_error)."""
+    status, error = None, None
+    for attempt in range(CALLBACK_ATTEMPTS):
+        async with transaction(deps.sessionmaker, caller.organization_id) as session:
+            body = RunRead.of(await runs.get_run(session, run_id)).model_dump(mode="json")
+        try:
+            async with httpx.AsyncClient(timeout=CALLBACK_TIMEOUT_SECONDS) as http:
+                status = (await http.post(url, json=body)).status_code
+            error = None if status < 400 else f"HTTP {status}"
+        except httpx.HTTPError as failure:
+            status, error = None, f"{type(failure).__name__}: {failure}"
+        if error is None or (status is not None and status < 500 and status != 429):
+            break
+        await asyncio.sleep(0.5 * 2**attempt)
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        run = await runs.get_run(session, run_id)
+        run.callback_sent_at, run.callback_status_code, run.callback_error = datetime.now(UTC), status, error
 
 
 async def _end_unstarted(deps: RuntimeDeps, caller: Caller, run_id: str, seq: int, stop_reason: str, error: str | None) -> None:
