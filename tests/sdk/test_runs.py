@@ -78,3 +78,16 @@ async def test_the_sdk_cancels_a_background_run(letta: AsyncLetta, llm: Scripted
     assert cancelled == {run.id: "cancelled"}
     assert polled.status == "cancelled" and polled.stop_reason == "cancelled"
     assert after.messages[-1].content == "after the cancel"
+
+
+async def test_the_sdk_resumes_a_background_runs_stream_from_a_cursor(letta: AsyncLetta, llm: ScriptedLLM):
+    agent = await new_agent(letta)
+    llm.reply("Streamed from the store.", delay=0.5)
+
+    run = await letta.agents.messages.create_async(agent.id, messages=[{"role": "user", "content": "hi"}])
+    everything = [event async for event in await letta.runs.messages.stream(run.id)]
+    rest = [event async for event in await letta.runs.messages.stream(run.id, starting_after=1)]
+
+    kinds = [event.message_type for event in everything]
+    assert kinds[:2] == ["assistant_message", "stop_reason"] and everything[0].content == "Streamed from the store."
+    assert [event.message_type for event in rest] == kinds[1:]
