@@ -25,7 +25,7 @@ class KeyCache:
         self._sessionmaker = sessionmaker
         self._callers: dict[str, Caller] = {}
         self._generation = 0
-        self._listener = PgListener(listen_engine, REVOCATION_CHANNEL, lambda _key_id: self._forget(), self._forget)
+        self._listener = PgListener(listen_engine, REVOCATION_CHANNEL, lambda _key_id: self.forget(), self.forget)
 
     async def caller_of(self, secret: str) -> Caller | None:
         hashed = service.digest(secret)
@@ -47,10 +47,8 @@ class KeyCache:
         await self._listener.stop()
 
     def forget(self) -> None:
-        """A key was revoked through this process: forget now, not when our own NOTIFY comes back
-        (it arrives asynchronously, so the revoking client's next request could still be let in)."""
-        self._forget()
-
-    def _forget(self) -> None:
+        """Forget every key: on a revocation's NOTIFY, when the LISTEN connection resets, and when a
+        key is revoked through this process (not waiting for our own NOTIFY, which arrives
+        asynchronously: the revoking client's next request could still be let in)."""
         self._generation += 1
         self._callers.clear()

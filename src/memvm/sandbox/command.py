@@ -21,8 +21,7 @@ class Limits:
     cpu_seconds: int
     memory_bytes: int
     processes: int
-    file_bytes: int
-    tmp_bytes: int
+    tmp_bytes: int  # the private /tmp's size, and so the largest file a call can write
 
     @classmethod
     def of(cls, settings: Settings) -> "Limits":
@@ -30,7 +29,6 @@ class Limits:
             cpu_seconds=max(1, int(settings.tool_timeout_seconds) + 1),
             memory_bytes=settings.tool_memory_mb * 1024 * 1024,
             processes=settings.tool_max_processes,
-            file_bytes=settings.tool_tmp_mb * 1024 * 1024,
             tmp_bytes=settings.tool_tmp_mb * 1024 * 1024,
         )
 
@@ -47,7 +45,7 @@ def prlimit(limits: Limits, processes: int) -> list[str]:
         f"--cpu={limits.cpu_seconds}",
         f"--as={limits.memory_bytes}",
         f"--nproc={processes}",
-        f"--fsize={limits.file_bytes}",
+        f"--fsize={limits.tmp_bytes}",
         "--core=0",
         "--",
     ]

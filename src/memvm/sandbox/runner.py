@@ -71,13 +71,13 @@ class Sandbox:
         """Run a trivial tool once: what cannot run it now will not run a real one later. The host
         does not change while the process runs, so each mode is probed once per process."""
         launchers = ["prlimit", *(["bwrap"] if self.mode == "bubblewrap" else []), *(["setpriv"] if os.geteuid() == 0 else [])]
-        key = (self.mode, *(shutil.which(launcher) for launcher in launchers))
+        found = {launcher: shutil.which(launcher) for launcher in launchers}
+        key = (self.mode, *found.values())
         if key not in _PROBED:
-            _PROBED[key] = await self._probe(launchers)
+            _PROBED[key] = await self._probe([launcher for launcher, path in found.items() if path is None])
         self.unavailable = _PROBED[key]
 
-    async def _probe(self, launchers: list[str]) -> str | None:
-        missing = [launcher for launcher in launchers if shutil.which(launcher) is None]
+    async def _probe(self, missing: list[str]) -> str | None:
         if missing:
             return f"{' and '.join(missing)} not found on PATH (Debian: apt-get install util-linux bubblewrap)"
         result = await self.run(PROBE)

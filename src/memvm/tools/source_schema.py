@@ -4,6 +4,7 @@ annotation and the description from the Google-style `Args:` section. The source
 run (pure: no I/O)."""
 
 import ast
+import functools
 import re
 from typing import Any
 
@@ -49,8 +50,10 @@ def derive_schema(source_code: str, name: str | None = None) -> dict[str, Any]:
     }
 
 
+@functools.lru_cache(maxsize=1024)
 def takes_agent_state(source_code: str, name: str) -> bool:
-    """Whether the tool wants the agent's read-only snapshot (Letta's `agent_state` parameter)."""
+    """Whether the tool wants the agent's read-only snapshot (Letta's `agent_state` parameter).
+    Cached: every turn asks it of every attached custom tool, and a source never changes its answer."""
     function = _function(source_code, name)
     arguments = function.args
     return any(arg.arg == "agent_state" for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs])
