@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     admin_api_key: SecretStr | None = None
     insecure: bool = False
     max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
+    max_agent_file_bytes: int = Field(512 * 1024 * 1024, ge=1024, description="The cap for POST /v1/agents/import.")
 
     # The model: any OpenAI-compatible endpoint. The SDK's own variables work too.
     openai_api_key: SecretStr | None = Field(None, validation_alias=AliasChoices("MEMVM_OPENAI_API_KEY", "OPENAI_API_KEY"))

@@ -5,7 +5,8 @@ DomainError
 ├── Forbidden           a valid key that may not do this (an organization key on the admin API)
 ├── NotFound            the addressed thing does not exist (or belongs to another organization)
 ├── Conflict            the request clashes with current state (duplicate label, …)
-├── InvalidInput        well-formed but unacceptable input (value over limit, bad timezone, …)
+├── InvalidInput        well-formed but unacceptable input (bad label, bad timezone, …)
+│   └── LimitExceeded   a block value over its character limit, or a limit below the value's length
 ├── PreconditionFailed  If-Match named a version that is no longer current
 ├── Busy                the agent is running another turn and the wait ran out
 ├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
@@ -44,6 +45,12 @@ class Conflict(DomainError):
 
 class InvalidInput(DomainError):
     pass
+
+
+class LimitExceeded(InvalidInput):
+    """A block value longer than its limit, or a limit below its value's length. Still an
+    InvalidInput for `except InvalidInput`, but answered 422 (the SDK's UnprocessableEntityError),
+    as Letta answers a block over its limit in a request body."""
 
 
 class PreconditionFailed(DomainError):

@@ -10,7 +10,22 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import __version__, metrics
 from memvm.accounts.key_cache import KeyCache
-from memvm.api import admin, agents, archival, auth, blocks, core_memory, errors, health, messages, models, runs, search, tools
+from memvm.api import (
+    admin,
+    agent_files,
+    agents,
+    archival,
+    auth,
+    blocks,
+    core_memory,
+    errors,
+    health,
+    messages,
+    models,
+    runs,
+    search,
+    tools,
+)
 from memvm.api import metrics as api_metrics
 from memvm.api.limits import BodySizeLimit
 from memvm.api.metrics import HttpMetrics
@@ -104,11 +119,13 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         lifespan=lifespan,
     )
     errors.install(app)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes)
+    app.add_middleware(
+        BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions={"/v1/agents/import": settings.max_agent_file_bytes}
+    )
     app.add_middleware(HttpMetrics)
     app.include_router(health.router)
     app.include_router(api_metrics.router)
-    for module in (agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
+    for module in (agent_files, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
         app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
     return app
 

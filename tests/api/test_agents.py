@@ -44,7 +44,7 @@ async def test_create_agent_with_model_handle_derives_llm_config(client):
 @pytest.mark.parametrize(
     ("body", "status", "fragment"),
     [
-        ({"memory_blocks": [{"label": "human", "value": "x" * 11, "limit": 10}]}, 400, "11 characters, over its limit of 10"),
+        ({"memory_blocks": [{"label": "human", "value": "x" * 11, "limit": 10}]}, 422, "11 characters, over its limit of 10"),
         ({"memory_blocks": [{"label": "human", "value": "a"}, {"label": "human", "value": "b"}]}, 409, "share the label 'human'"),
         ({"memory_blocks": [{"label": "bad label!", "value": "a"}]}, 400, "Invalid block label"),
         ({"memory_blocks": [{"label": "human", "value": 5}]}, 422, "memory_blocks.0.value"),
@@ -175,6 +175,27 @@ async def test_patch_agent_bad_timezone_changes_nothing(client):
     assert response.status_code == 422
     current = (await client.get(f"/v1/agents/{agent['id']}")).json()
     assert current["timezone"] == "Europe/Berlin" and current["name"] == agent["name"]
+
+
+async def test_message_buffer_autoclear_round_trips_and_defaults_to_false(client, db):
+    plain = await create_agent(client)
+    clearing = await create_agent(client, message_buffer_autoclear=True)
+    workflow = await create_agent(client, agent_type="workflow_agent")
+
+    turned_off = await client.patch(f"/v1/agents/{clearing['id']}", json={"message_buffer_autoclear": False})
+    turned_on = await client.patch(f"/v1/agents/{plain['id']}", json={"message_buffer_autoclear": True})
+    untouched = await client.patch(f"/v1/agents/{plain['id']}", json={"name": "renamed"})
+    bad = await client.patch(f"/v1/agents/{plain['id']}", json={"message_buffer_autoclear": "sometimes"})
+
+    assert plain["message_buffer_autoclear"] is False and clearing["message_buffer_autoclear"] is True
+    assert workflow["message_buffer_autoclear"] is True  # Letta forces it on for workflow agents
+    assert turned_off.json()["message_buffer_autoclear"] is False and turned_on.json()["message_buffer_autoclear"] is True
+    assert untouched.json()["message_buffer_autoclear"] is True and bad.status_code == 422
+    read = {a["id"]: a["message_buffer_autoclear"] for a in (await client.get("/v1/agents/")).json()}
+    assert read == {plain["id"]: True, clearing["id"]: False, workflow["id"]: True}
+    assert (await client.get(f"/v1/agents/{plain['id']}")).json()["message_buffer_autoclear"] is True
+    stored = dict(await db.fetch("SELECT id, message_buffer_autoclear FROM agent"))
+    assert stored == read
 
 
 async def test_delete_agent_keeps_its_blocks(client):

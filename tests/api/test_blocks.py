@@ -105,9 +105,9 @@ async def test_over_limit_value_and_limit_below_length_are_refused_unchanged(cli
     too_small = await client.patch(f"/v1/blocks/{block['id']}", json={"limit": 4})
     both = await client.patch(f"/v1/blocks/{block['id']}", json={"limit": 4, "value": "abcd"})
 
-    assert too_long.status_code == 400 and "11 characters, over its limit of 10" in too_long.json()["detail"]
+    assert too_long.status_code == 422 and "11 characters, over its limit of 10" in too_long.json()["detail"]
     assert (
-        too_small.status_code == 400 and "Limit 4" in too_small.json()["detail"] and "5 characters" in too_small.json()["detail"]
+        too_small.status_code == 422 and "Limit 4" in too_small.json()["detail"] and "5 characters" in too_small.json()["detail"]
     )
     assert both.status_code == 200 and both.json()["limit"] == 4
     assert (await table_counts(db))["block_change"] == before["block_change"] + 1

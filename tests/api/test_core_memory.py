@@ -54,7 +54,7 @@ async def test_patch_by_label_respects_if_match_and_limit(client, db):
         f"/v1/agents/{agent['id']}/core-memory/blocks/human", json={"value": "Rob"}, headers={"If-Match": '"7"'}
     )
 
-    assert over.status_code == 400 and "6 characters, over its limit of 5" in over.json()["detail"]
+    assert over.status_code == 422 and "6 characters, over its limit of 5" in over.json()["detail"]
     assert stale.status_code == 412
     assert await table_counts(db) == before
     assert "Bob" in await compiled_prompt(client, agent["id"])

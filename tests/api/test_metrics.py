@@ -41,7 +41,7 @@ async def test_the_counters_move_with_the_work(client, llm):
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
 
-    assert scraped.headers["content-type"].startswith("text/plain") and over.status_code == 400 and stale.status_code == 412
+    assert scraped.headers["content-type"].startswith("text/plain") and over.status_code == 422 and stale.status_code == 412
     route = "/v1/agents/{agent_id}/messages"
     assert moved("memvm_http_requests_total", method="POST", route=route, status="200") == 1
     assert moved("memvm_http_request_seconds_count", method="POST", route=route) == 1

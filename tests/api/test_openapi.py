@@ -2,6 +2,9 @@
 EXPECTED_OPERATIONS = {
     # health.py
     ("GET", "/v1/health/"),
+    # agent_files.py
+    ("POST", "/v1/agents/import"),
+    ("GET", "/v1/agents/{agent_id}/export"),
     # admin.py
     ("POST", "/v1/admin/api-keys"),
     ("GET", "/v1/admin/api-keys"),

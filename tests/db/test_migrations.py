@@ -62,3 +62,30 @@ async def test_existing_rows_move_into_the_default_organization(server_url):
         "tool": None,
     }
     assert default == "default"
+
+
+BEFORE_AUTOCLEAR = "3c9a7d5e1f20"
+
+
+async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_autoclear")
+    url = with_database(server_url, "upgrade_autoclear")
+    await migrate(url, BEFORE_AUTOCLEAR)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        await db.execute(
+            "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
+            " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await migrate(url, "head")
+        autoclear = await db.fetchval("SELECT message_buffer_autoclear FROM agent WHERE id = 'agent-1'")
+        nullable = await db.fetchval(
+            "SELECT is_nullable FROM information_schema.columns"
+            " WHERE table_name = 'agent' AND column_name = 'message_buffer_autoclear'"
+        )
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_autoclear WITH (FORCE)")
+
+    assert autoclear is False and nullable == "NO"

@@ -381,16 +381,61 @@ async def test_over_limit_block_update_names_both_numbers(letta: AsyncLetta):
     agent = await new_agent(letta, memory_blocks=[{"label": "human", "value": "Bob", "limit": 10}])
     too_long = "x" * 25
 
-    with pytest.raises(BadRequestError) as via_agent:
+    with pytest.raises(UnprocessableEntityError) as via_agent:
         await letta.agents.blocks.update("human", agent_id=agent.id, value=too_long)
     block = await letta.agents.blocks.retrieve("human", agent_id=agent.id)
-    with pytest.raises(BadRequestError) as via_block:
+    with pytest.raises(UnprocessableEntityError) as via_block:
         await letta.blocks.update(block.id, value=too_long)
-    with pytest.raises(BadRequestError) as on_create:
+    with pytest.raises(UnprocessableEntityError) as on_create:
         await letta.blocks.create(label="tiny", value=too_long, limit=10)
 
     for raised in (via_agent, via_block, on_create):
-        assert raised.value.status_code == 400
+        assert raised.value.status_code == 422
         numbers = re.findall(r"\d+", detail(raised.value))
         assert "25" in numbers and "10" in numbers, detail(raised.value)
     assert block.value == "Bob"  # unchanged
+
+
+async def test_block_writes_over_the_limit_are_unprocessable_and_change_nothing(
+    letta: AsyncLetta, sdk_requests: list[httpx.Request]
+):
+    """Letta's SDK raises UnprocessableEntityError (422) for a block over its limit; client code
+    catches that class. Every such write through the SDK gets it, and nothing is stored."""
+    agent = await new_agent(letta, memory_blocks=[{"label": "human", "value": "Name: Bob", "limit": 12}])
+    before = await letta.agents.blocks.with_raw_response.retrieve("human", agent_id=agent.id)
+    block = await before.parse()
+    prompt = prompt_text(await letta.agents.recompile(agent.id, dry_run=True, update_timestamp=False))
+    label = unique("tiny")
+    sdk_requests.clear()
+
+    refused = []
+    for write in (
+        lambda: letta.blocks.update(block.id, value="Name: Robert Smith"),
+        lambda: letta.agents.blocks.update("human", agent_id=agent.id, value="Name: Robert Smith"),
+        lambda: letta.blocks.update(block.id, limit=5),  # below the current length
+        lambda: letta.blocks.update(block.id, value="Name: Robert Smith", limit=15),
+        lambda: letta.blocks.create(label=label, value="x" * 13, limit=12),
+        lambda: new_agent(letta, name=label, memory_blocks=[{"label": "human", "value": "x" * 13, "limit": 12}]),
+    ):
+        with pytest.raises(UnprocessableEntityError) as raised:
+            await write()
+        refused.append(raised.value)
+
+    for error in refused:
+        assert error.status_code == 422
+        assert error.response.headers.get("x-should-retry") == "false"
+    assert "18 characters, over its limit of 12" in detail(refused[0])  # the limit, the length,
+    assert "Shorten the value by 6 characters" in detail(refused[0])  # and how to fix it
+    assert "Limit 5" in detail(refused[2]) and "9 characters" in detail(refused[2])
+    assert "18 characters, over its limit of 15" in detail(refused[3])
+    assert len(sdk_requests) == len(refused)  # one request each: nothing retried
+    # Nothing changed: same value, limit and version, same prompt, nothing created.
+    after = await letta.agents.blocks.with_raw_response.retrieve("human", agent_id=agent.id)
+    kept = await after.parse()
+    assert (kept.value, kept.limit) == ("Name: Bob", 12)
+    assert after.headers["etag"] == before.headers["etag"]
+    assert prompt_text(await letta.agents.recompile(agent.id, dry_run=True, update_timestamp=False)) == prompt
+    assert [found.id async for found in letta.blocks.list(label=label)] == []
+    assert [found.id async for found in letta.agents.list(name=label)] == []
+    with pytest.raises(BadRequestError):  # other unacceptable input stays a 400
+        await letta.blocks.update(block.id, label="bad label!")

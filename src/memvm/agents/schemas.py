@@ -91,6 +91,11 @@ class AgentFields(BaseModel):
     )
 
     tool_rules: list[ToolRule] | None = Field(None, description="Letta's tool rules (replaces the set).")
+    message_buffer_autoclear: bool | None = Field(
+        None,
+        description="If true, the agent does not keep previous messages in its context window from one turn to the "
+        "next (it keeps core memory; the messages stay stored and searchable as recall memory). Default false.",
+    )
 
     _timezone = field_validator("timezone")(_check_timezone)
     _secrets = field_validator("secrets")(_check_secret_names)
@@ -142,6 +147,7 @@ class AgentRead(BaseModel):
     sources: list[Any] = Field(default_factory=list)
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
+    message_buffer_autoclear: bool = False
     message_ids: list[str] = Field(default_factory=list)
     last_run_completion: datetime | None = None
     last_stop_reason: str | None = None
@@ -188,6 +194,7 @@ class AgentRead(BaseModel):
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
             tool_rules=agent.tool_rules,
+            message_buffer_autoclear=agent.message_buffer_autoclear,
             last_run_completion=last_run.completed_at if last_run else None,
             last_stop_reason=last_run.stop_reason if last_run else None,
             secrets=secrets,

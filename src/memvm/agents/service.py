@@ -35,6 +35,7 @@ _SIMPLE_FIELDS = (
     "embedding_config",
     "context_window_limit",
     "timezone",
+    "message_buffer_autoclear",
 )
 _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 
@@ -61,6 +62,8 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         timezone=data.timezone or "UTC",
         tool_secrets=data.secrets or {},
         tool_rules=await _checked_rules(session, data.tool_rules or []),
+        # Letta forces it on for workflow agents.
+        message_buffer_autoclear=bool(data.message_buffer_autoclear) or data.agent_type == "workflow_agent",
     )
     session.add(agent)
     created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)

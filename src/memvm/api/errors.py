@@ -14,6 +14,7 @@ from memvm.errors import (
     DomainError,
     Forbidden,
     InvalidInput,
+    LimitExceeded,
     LLMError,
     MemoryEditError,
     NotFound,
@@ -30,6 +31,7 @@ STATUS_OF = {
     NotFound: 404,
     Conflict: 409,
     Busy: 409,
+    LimitExceeded: 422,  # before its base InvalidInput: the SDK raises UnprocessableEntityError
     InvalidInput: 400,
     MemoryEditError: 400,
     PreconditionFailed: 412,
@@ -51,7 +53,11 @@ def install(app: FastAPI) -> None:
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
     status = next((code for cls, code in STATUS_OF.items() if isinstance(error, cls)), 500)
     headers = {**_NO_RETRY, "www-authenticate": "Bearer"} if status == 401 else _NO_RETRY
-    return JSONResponse({"detail": error.message}, status_code=status, headers=headers)
+    body: dict[str, Any] = {"detail": error.message}
+    problems = getattr(error, "problems", None)  # errors that list several reasons (agent-file import)
+    if problems:
+        body["problems"] = problems
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -10,17 +10,19 @@ class BodySizeLimit:
     """ASGI middleware: refuses a declared Content-Length over the cap at once, and stops reading a
     chunked body as soon as it passes the cap."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, exceptions: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.exceptions = exceptions or {}  # path → its own cap (agent-file uploads stream to disk)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        cap = self.exceptions.get(scope["path"], self.max_bytes)
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _too_large(send, self.max_bytes)
+        if declared is not None and declared.isdigit() and int(declared) > cap:
+            await _too_large(send, cap)
             return
         received = 0
 
@@ -28,15 +30,18 @@ class BodySizeLimit:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_bytes:
-                raise HTTPException(413, detail=_detail(self.max_bytes))
+            if received > cap:
+                raise HTTPException(413, detail=_detail(cap))
             return message
 
         await self.app(scope, limited, send)
 
 
 def _detail(max_bytes: int) -> str:
-    return f"The request body is larger than {max_bytes} bytes (MEMVM_MAX_REQUEST_BYTES); send less per request."
+    return (
+        f"The request body is larger than {max_bytes} bytes (MEMVM_MAX_REQUEST_BYTES, or MEMVM_MAX_AGENT_FILE_BYTES "
+        "for agent-file imports); send less per request."
+    )
 
 
 async def _too_large(send: Send, max_bytes: int) -> None:

@@ -98,3 +98,8 @@ async def agent_passages(
 
 async def delete_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> int:
     return await rows_affected(session, delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)))
+
+
+async def passages_of(session: AsyncSession, archive_id: str) -> list[Passage]:
+    query = select(Passage).where(Passage.archive_id == archive_id).order_by(Passage.created_at, Passage.id)
+    return list(await session.scalars(query))

@@ -176,6 +176,11 @@ async def list_agent_passages(
     return await repository.agent_passages(session, agent_id, search=search, limit=limit, ascending=ascending, **bounds)
 
 
+async def passages_of(session: AsyncSession, archive_id: str) -> list[Passage]:
+    """Every passage of the archive, oldest first (an agent-file export)."""
+    return await repository.passages_of(session, archive_id)
+
+
 async def agents_of_archive(session: AsyncSession, archive_id: str) -> list[str]:
     await get_archive(session, archive_id)
     return await repository.agent_ids_of(session, archive_id)

@@ -46,9 +46,14 @@ def new_block(data: BlockCreate) -> Block:
     )
 
 
-async def create_blocks(session: AsyncSession, specs: Sequence[BlockCreate], *, actor: Actor) -> list[Block]:
-    """Validate every spec first, so one bad block stores none."""
+async def create_blocks(
+    session: AsyncSession, specs: Sequence[BlockCreate], *, actor: Actor, versions: Sequence[int | None] = ()
+) -> list[Block]:
+    """Validate every spec first, so one bad block stores none. `versions` (agent-file import) lets a
+    block keep the version it had on the server it came from."""
     created = [new_block(spec) for spec in specs]
+    for block, version in zip(created, versions, strict=False):
+        block.version = version or block.version
     session.add_all(created)
     await session.flush()
     for block in created:

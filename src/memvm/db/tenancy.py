@@ -33,7 +33,8 @@ def scope(session: Session, organization_id: str) -> None:
     session.info[_KEY] = organization_id
 
 
-def _organization(session: Session) -> str:
+def organization_of(session: Session) -> str:
+    """The organization this session works in."""
     organization_id = session.info.get(_KEY)
     if organization_id is None:
         raise UnscopedSession("this session names no organization; open it with transaction(..., organization_id)")
@@ -44,7 +45,7 @@ def _organization(session: Session) -> str:
 def _filter_queries(state: ORMExecuteState) -> None:
     if not (state.is_select or state.is_update or state.is_delete) or state.is_column_load or state.is_relationship_load:
         return
-    organization_id = _organization(state.session)
+    organization_id = organization_of(state.session)
     if organization_id == ALL_ORGANIZATIONS:
         return
     state.statement = state.statement.options(
@@ -61,7 +62,7 @@ def _filter_queries(state: ORMExecuteState) -> None:
 def _stamp_new_rows(session: Session, flush_context: Any, instances: Any) -> None:
     for row in session.new:
         if isinstance(row, TenantOwned | SharedOrTenantOwned) and getattr(row, _KEY, None) is None:
-            organization_id = _organization(session)
+            organization_id = organization_of(session)
             if organization_id == ALL_ORGANIZATIONS:
                 raise UnscopedSession(f"a new {type(row).__name__} needs an organization; internal jobs cannot create one")
             row.organization_id = organization_id

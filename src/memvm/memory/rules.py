@@ -2,7 +2,7 @@
 
 import re
 
-from memvm.errors import InvalidInput
+from memvm.errors import InvalidInput, LimitExceeded
 
 DEFAULT_BLOCK_LIMIT = 100_000
 MAX_BLOCK_LIMIT = 2_147_483_647  # the column is a 32-bit integer
@@ -39,17 +39,18 @@ def check_limit(limit: int) -> int:
 
 
 def check_fits(label: str, value: str, limit: int) -> None:
-    """Raise InvalidInput naming both numbers if `value` is longer than `limit` characters."""
+    """Raise LimitExceeded naming both numbers if `value` is longer than `limit` characters."""
     if len(value) > limit:
-        raise InvalidInput(
+        raise LimitExceeded(
             f"Value of block '{label}' is {len(value)} characters, over its limit of {limit}. "
             f"Shorten the value by {len(value) - limit} characters or raise the block's limit."
         )
 
 
 def check_limit_holds_value(label: str, value: str, new_limit: int) -> None:
+    """Raise LimitExceeded naming both numbers if `new_limit` is below the length of `value`."""
     if new_limit < len(value):
-        raise InvalidInput(
+        raise LimitExceeded(
             f"Limit {new_limit} for block '{label}' is below its current value length of {len(value)} characters. "
             f"Use a limit of at least {len(value)} or shorten the value in the same request."
         )

@@ -1,11 +1,13 @@
 """All message and run SQL."""
 
 from collections.abc import Sequence
+from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
+from memvm.db.tenancy import organization_of
 from memvm.orm import Message
 from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 
@@ -16,6 +18,10 @@ async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
         select(Message).where(Message.agent_id == agent_id, Message.in_context).order_by((Message.kind != "summary"), Message.seq)
     )
     return list(await session.scalars(query))
+
+
+async def all_of(session: AsyncSession, agent_id: str) -> list[Message]:
+    return list(await session.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
 
 
 async def by_otid(session: AsyncSession, agent_id: str, otid: str) -> Message | None:
@@ -69,3 +75,10 @@ async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:
     """How many of the agent's messages still wait for a vector (re-embedding progress)."""
     query = select(func.count()).where(Message.agent_id == agent_id, text(EMBEDDING_QUEUE_PREDICATE))
     return await session.scalar(query) or 0
+
+
+async def insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> None:
+    """One multi-row INSERT of complete message rows (their keys the same), stamped with the
+    session's organization: a bulk insert does not pass through the flush that stamps ORM rows."""
+    organization_id = organization_of(session.sync_session)
+    await session.execute(insert(Message), [row | {"organization_id": organization_id} for row in rows])

@@ -32,6 +32,24 @@ async def list_messages(
     return [item for item in letta if types is None or item["message_type"] in types]
 
 
+_IMPORTED_COLUMNS = (
+    "role", "kind", "content", "reasoning", "tool_calls", "tool_call_id", "tool_name", "tool_status",
+    "tool_stdout", "tool_stderr", "otid", "sender_id", "in_context", "created_at",
+)  # fmt: skip
+
+
+async def store_imported(session: AsyncSession, agent_id: str, rows: Sequence[dict[str, Any]]) -> None:
+    """Append history brought from an agent file, in order; the embedding queue picks it up."""
+    if rows:
+        complete = [{"id": new_id("message"), "agent_id": agent_id} | {c: row.get(c) for c in _IMPORTED_COLUMNS} for row in rows]
+        await repository.insert_rows(session, complete)
+
+
+async def history(session: AsyncSession, agent_id: str) -> list[Message]:
+    """Every stored message of the agent, oldest first."""
+    return await repository.all_of(session, agent_id)
+
+
 async def get_message(session: AsyncSession, message_id: str) -> Message:
     message = await session.get(Message, message_id)
     if message is None:

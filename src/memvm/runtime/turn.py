@@ -31,7 +31,7 @@ from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
 from memvm.runs import service as runs
 from memvm.runs.clock import RunClock
-from memvm.runtime import model_call, policy
+from memvm.runtime import autoclear, model_call, policy
 from memvm.runtime.approvals import (
     Answer,
     Waiting,
@@ -395,4 +395,5 @@ class Turn:
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             if self.failed_step is not None:
                 runs.record_step(session, self.failed_step)
+            await autoclear.clear_after_turn(session, self.agent, stop_reason)
             await runs.finish_run(session, self.run_id, stop_reason=stop_reason, usage=usage, clock=self.clock)

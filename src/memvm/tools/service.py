@@ -131,6 +131,11 @@ def _apply(tool: Tool, data: ToolCreate | ToolUpdate, schema: dict[str, Any] | N
     tool.source_type = "python"
 
 
+def check_custom_tool(data: ToolCreate) -> dict[str, Any]:
+    """The JSON schema the tool would get; raises what creating it would raise (no I/O)."""
+    return _schema(data.source_code, data.json_schema)
+
+
 def _schema(source_code: str, given: dict[str, Any] | None) -> dict[str, Any]:
     """The given JSON schema (checked for a usable name and parameters), or one derived from the source."""
     if given is None:
@@ -159,6 +164,11 @@ async def tools_by_name(session: AsyncSession, names: Sequence[str]) -> list[Too
         known = ", ".join(sorted(BUILTIN_SPECS))
         raise InvalidInput(f"Tools not found by name: {', '.join(missing)}. Available tools: {known}.")
     return [found[name] for name in names]
+
+
+async def tools_named(session: AsyncSession, names: Sequence[str]) -> dict[str, Tool]:
+    """The built-in and organization tools among `names`, by name (absent names are left out)."""
+    return {tool.name: tool for tool in await repository.by_names(session, names)}
 
 
 def default_tool_names(agent_type: str) -> tuple[str, ...]:

@@ -1,0 +1,1 @@
+"""Agent files (.af): import and export agents in Letta's format."""

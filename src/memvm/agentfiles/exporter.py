@@ -1,0 +1,183 @@
+"""Exporting an agent as an agent file in Letta's multi-entity format (or its legacy single-agent
+format), with file-local ids (`agent-0`, `block-0`, `tool-0`, `message-0`, …). The context window
+is listed as Letta lists it: the compiled system prompt first (as message-0), then the window."""
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from memvm import __version__
+from memvm.agentfiles import legacy
+from memvm.agents import service as agents
+from memvm.archives import service as archives
+from memvm.blocks.schemas import BlockRead
+from memvm.messages import service as messages
+from memvm.orm import Agent, Archive, Block, Message, Tool
+from memvm.tools import service as tools
+from memvm.tools.schemas import ToolRead
+
+AGENT_ID = "agent-0"
+
+
+async def export_agent(
+    session: AsyncSession, agent_id: str, *, scrub_messages: bool, use_legacy_format: bool, include_archival: bool
+) -> dict[str, Any]:
+    agent = await agents.get_agent(session, agent_id)
+    [view] = await agents.describe(session, [agent], include=None)
+    blocks = await agents.agent_blocks(session, agent_id)
+    attached_tools = await tools.agent_tools(session, agent_id)
+    attached = await archives.archives_of(session, agent_id) if include_archival else []
+    attached.sort(key=lambda archive: archive.id != agent.default_archive_id)  # the default one first
+    history = [] if scrub_messages else await messages.history(session, agent_id)
+    window = [] if scrub_messages else await messages.in_context(session, agent_id)
+    file_ids = {message.id: f"message-{index}" for index, message in enumerate(history, start=1)}
+    agent_entry = _agent(agent, view.llm_config, blocks, attached_tools, attached) | {
+        "in_context_message_ids": ["message-0", *(file_ids[message.id] for message in window)] if history else [],
+        "messages": [_system_message(agent), *(_message(message, file_ids[message.id]) for message in history)]
+        if history
+        else [],
+    }
+    file = {
+        "agents": [agent_entry],
+        "groups": [],
+        "blocks": [_block(block, index) for index, block in enumerate(blocks)],
+        "files": [],
+        "sources": [],
+        "tools": [_tool(tool, index) for index, tool in enumerate(attached_tools)],
+        "mcp_servers": [],
+        "skills": [],
+        "metadata": {"memvm_version": __version__},
+        "created_at": datetime.now(UTC).isoformat(),
+        "archives": [await _archive(session, archive, index) for index, archive in enumerate(attached)],
+    }
+    return legacy.from_current(file) if use_legacy_format else file
+
+
+def _agent(
+    agent: Agent, llm_config: dict[str, Any] | None, blocks: list[Block], tools: list[Tool], attached: list[Archive]
+) -> dict[str, Any]:
+    return {
+        "id": AGENT_ID,
+        "name": agent.name,
+        "agent_type": agent.agent_type,
+        "system": agent.system,
+        "description": agent.description,
+        "tags": agent.tags,
+        "metadata": agent.metadata_,
+        "timezone": agent.timezone,
+        "tool_rules": agent.tool_rules,
+        "message_buffer_autoclear": agent.message_buffer_autoclear,
+        "llm_config": llm_config,
+        "embedding_config": agent.embedding_config,
+        "model": agent.model,
+        "embedding": agent.embedding,
+        "context_window_limit": agent.context_window_limit,
+        "include_base_tools": False,
+        "memory_blocks": [],
+        "tools": [],
+        "block_ids": [f"block-{index}" for index in range(len(blocks))],
+        "tool_ids": [f"tool-{index}" for index in range(len(tools))],
+        "source_ids": [],
+        "group_ids": [],
+        "files_agents": [],
+        # Secrets stay on the server: a file is meant to be shared. Import with `secrets` to set them.
+        "tool_exec_environment_variables": {},
+        "memory_render_mode": agent.memory_render_mode,
+        "archive_ids": [f"archive-{index}" for index in range(len(attached))],
+    }
+
+
+def _block(block: Block, index: int) -> dict[str, Any]:
+    view = BlockRead.of(block).model_dump(mode="json")
+    kept = ("label", "value", "limit", "description", "read_only", "hidden", "metadata", "tags")
+    return {key: view[key] for key in kept} | {"id": f"block-{index}", "is_template": False, "version": block.version}
+
+
+def _tool(tool: Tool, index: int) -> dict[str, Any]:
+    view = ToolRead.of(tool).model_dump(mode="json")
+    view["metadata_"] = view.pop("metadata")
+    return view | {"id": f"tool-{index}"}
+
+
+async def _archive(session: AsyncSession, archive: Archive, index: int) -> dict[str, Any]:
+    passages = await archives.passages_of(session, archive.id)
+    return {
+        "id": f"archive-{index}",
+        "name": archive.name,
+        "description": archive.description,
+        "metadata": archive.metadata_,
+        "embedding_model": archive.embedding_model,
+        "passages": [
+            {"text": p.text, "tags": p.tags, "metadata": p.metadata_, "created_at": p.created_at.isoformat()} for p in passages
+        ],
+    }
+
+
+def _system_message(agent: Agent) -> dict[str, Any]:
+    return _envelope("message-0", "system", [_text(agent.compiled_system)]) | {"created_at": agent.system_compiled_at.isoformat()}
+
+
+def _message(message: Message, file_id: str) -> dict[str, Any]:
+    content: list[dict[str, Any]] = []
+    if message.role == "tool":
+        packed = json.dumps({"status": "Failed" if message.tool_status == "error" else "OK", "message": message.content})
+        returned = {
+            "tool_call_id": message.tool_call_id,
+            "status": message.tool_status or "success",
+            "stdout": [message.tool_stdout] if message.tool_stdout else [],
+            "stderr": [message.tool_stderr] if message.tool_stderr else [],
+            "func_response": packed,
+        }
+        entry = _envelope(file_id, "tool", [_text(packed)]) | {"tool_call_id": message.tool_call_id, "tool_returns": [returned]}
+        return entry | {"name": message.tool_name, "created_at": message.created_at.isoformat()}
+    if message.kind == "approval":
+        answer = json.loads(message.content or "{}")
+        entry = _envelope(file_id, "approval", [])
+        return entry | {
+            "approval_request_id": answer.get("approval_request_id"),
+            "approvals": answer.get("approvals", []),
+            "memvm_kind": "approval",
+            "created_at": message.created_at.isoformat(),
+        }
+    if message.reasoning:
+        content.append({"type": "reasoning", "reasoning": message.reasoning, "is_native": True, "signature": None})
+    if message.content is not None:
+        content.append(_text(message.content))
+    entry = _envelope(file_id, message.role, content) | {"otid": message.otid, "sender_id": message.sender_id}
+    if message.tool_calls:
+        entry["tool_calls"] = [_openai_call(call) for call in message.tool_calls]
+    if message.kind != "message":
+        entry["memvm_kind"] = message.kind
+    return entry | {"created_at": message.created_at.isoformat()}
+
+
+def _openai_call(call: dict[str, Any]) -> dict[str, Any]:
+    shaped = {"id": call["id"], "type": "function", "function": {"name": call["name"], "arguments": call["arguments"]}}
+    return shaped | ({"requires_approval": True} if call.get("requires_approval") else {})
+
+
+def _envelope(file_id: str, role: str, content: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": "message",
+        "id": file_id,
+        "agent_id": AGENT_ID,
+        "role": role,
+        "content": content,
+        "name": None,
+        "otid": None,
+        "sender_id": None,
+        "model": None,
+        "tool_calls": None,
+        "tool_call_id": None,
+        "tool_returns": [],
+        "approve": None,
+        "approval_request_id": None,
+        "denial_reason": None,
+        "approvals": [],
+    }
+
+
+def _text(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text, "signature": None}

@@ -1,0 +1,78 @@
+"""Letta's legacy single-agent file (what `use_legacy_format=true` exported): one agent object with
+its blocks (`core_memory`) and tools inline, messages without ids, and the context window as
+positions (`in_context_message_indices`). Converted here to the multi-entity shape, ids included,
+so one importer reads both (pure). Its messages get the ids `message-<position>`, which the reader
+assigns as it streams them (agentfiles/reader.py)."""
+
+from typing import Any
+
+_LEGACY_KEYS = frozenset({"core_memory", "in_context_message_indices"})
+
+
+def is_legacy(skeleton: dict[str, Any]) -> bool:
+    return "agents" not in skeleton and bool(_LEGACY_KEYS & skeleton.keys())
+
+
+def message_id(position: int) -> str:
+    return f"message-{position}"
+
+
+def to_current(agent: dict[str, Any]) -> dict[str, Any]:
+    blocks = [{**block, "id": f"block-{index}"} for index, block in enumerate(_list(agent.get("core_memory")))]
+    tools = [{**tool, "id": f"tool-{index}"} for index, tool in enumerate(_list(agent.get("tools")))]
+    current = {
+        key: value
+        for key, value in agent.items()
+        if key not in {"core_memory", "tools", "messages", "in_context_message_indices", "tags", "multi_agent_group"}
+        and key not in {"archives", "metadata", "version"}
+    }
+    current |= {
+        "id": "agent-0",
+        "tags": [tag.get("tag") if isinstance(tag, dict) else tag for tag in _list(agent.get("tags"))],
+        "block_ids": [block["id"] for block in blocks],
+        "tool_ids": [tool["id"] for tool in tools],
+        "in_context_message_ids": [message_id(index) for index in _list(agent.get("in_context_message_indices"))],
+        "messages": agent.get("messages", 0),
+    }
+    groups = [agent["multi_agent_group"]] if agent.get("multi_agent_group") else []
+    extras = {key: agent[key] for key in ("archives", "metadata") if key in agent}
+    return {"agents": [current], "blocks": blocks, "tools": tools, "groups": groups} | extras
+
+
+_NOT_LEGACY_AGENT_KEYS = frozenset(
+    {"id", "block_ids", "tool_ids", "in_context_message_ids", "messages", "memory_blocks", "tools", "tags"}
+    | {"source_ids", "group_ids", "files_agents", "tool_exec_environment_variables", "metadata"}
+)
+
+
+def from_current(file: dict[str, Any]) -> dict[str, Any]:
+    """A one-agent file in the multi-entity shape → the legacy shape (memvm's own fields kept)."""
+    [agent] = file["agents"]
+    blocks = {block["id"]: block for block in file["blocks"]}
+    tools = {tool["id"]: tool for tool in file["tools"]}
+    position = {message["id"]: index for index, message in enumerate(agent["messages"])}
+    return {key: value for key, value in agent.items() if key not in _NOT_LEGACY_AGENT_KEYS} | {
+        "core_memory": [
+            _without_id(blocks[block_id]) | {"metadata_": blocks[block_id]["metadata"]} for block_id in agent["block_ids"]
+        ],
+        "tools": [_without_id(tools[tool_id]) for tool_id in agent["tool_ids"]],
+        "messages": [
+            {key: value for key, value in message.items() if key not in ("id", "agent_id")} for message in agent["messages"]
+        ],
+        "in_context_message_indices": [position[message_id] for message_id in agent["in_context_message_ids"]],
+        "tags": [{"tag": tag} for tag in agent["tags"]],
+        "metadata_": agent["metadata"],
+        "tool_exec_environment_variables": [],
+        "multi_agent_group": None,
+        "archives": file["archives"],
+        "metadata": file["metadata"],
+        "version": file["metadata"]["memvm_version"],
+    }
+
+
+def _without_id(entity: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in entity.items() if key != "id"}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []

@@ -1,0 +1,254 @@
+"""What an import will create, decided from the file's skeleton before anything is written (pure):
+the blocks, tools and agents as memvm create requests, what is skipped, and every problem."""
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from memvm.agentfiles.fileschema import AgentFile, FileAgent, FileBlock, FileTool
+from memvm.agentfiles.schemas import ImportOptions, SkippedPart
+from memvm.agents.schemas import AgentCreate
+from memvm.agents.tool_rules import ToolRule, named_tools
+from memvm.blocks.schemas import BlockCreate
+from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
+from memvm.errors import DomainError
+from memvm.memory import rules
+from memvm.tools.builtin import BUILTIN_SPECS
+from memvm.tools.schemas import ToolCreate
+from memvm.tools.service import CUSTOM_TOOL_TYPE, check_custom_tool
+
+_RULE: TypeAdapter[ToolRule] = TypeAdapter(ToolRule)
+M = TypeVar("M", bound=BaseModel)
+_UNSUPPORTED_PARTS = {
+    "groups": "multi-agent groups are not supported by memvm yet",
+    "files": "files (data sources) are not supported by memvm yet",
+    "sources": "data sources are not supported by memvm yet",
+    "mcp_servers": "MCP servers are not supported by memvm yet",
+    "skills": "skills are not supported by memvm yet",
+}
+
+
+@dataclass
+class BlockPlan:
+    create: BlockCreate
+    version: int | None
+
+
+@dataclass
+class ToolPlan:
+    name: str
+    custom: ToolCreate | None  # None: the built-in tool of this name
+
+
+@dataclass
+class AgentPlan:
+    source: FileAgent
+    create: AgentCreate
+
+
+@dataclass
+class ImportPlan:
+    file: AgentFile
+    blocks: dict[str, BlockPlan] = field(default_factory=dict)
+    tools: dict[str, ToolPlan] = field(default_factory=dict)
+    agents: list[AgentPlan] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    skipped: list[SkippedPart] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def plan_import(file: AgentFile, options: ImportOptions) -> ImportPlan:
+    plan = ImportPlan(file=file)
+    if not file.agents:
+        plan.problems.append("The file holds no agents.")
+    for part in ("agents", "blocks", "tools"):
+        counts = Counter(item.id for item in getattr(file, part))
+        twice = sorted(item_id for item_id, count in counts.items() if count > 1)
+        if twice:
+            plan.problems.append(f"{part}: ids appear more than once: {', '.join(twice)}; file ids must be unique.")
+    for part, reason in _UNSUPPORTED_PARTS.items():
+        if getattr(file, part):
+            plan.skipped.append(SkippedPart(part=part, count=len(getattr(file, part)), reason=reason))
+    for block in file.blocks:
+        _plan_block(plan, block, options)
+    for tool in file.tools:
+        _plan_tool(plan, tool)
+    for agent in file.agents:
+        _plan_agent(plan, agent, options)
+    return plan
+
+
+def _plan_block(plan: ImportPlan, block: FileBlock, options: ImportOptions) -> None:
+    where = f"block {block.id} ({block.label!r})"
+    value = rules.clean_value(block.value)
+    try:
+        rules.check_label(block.label)
+        rules.check_limit(block.limit)
+    except DomainError as error:
+        plan.problems.append(f"{where}: {error.message}")
+        return
+    if len(value) > block.limit:
+        if not options.truncate_blocks:
+            plan.problems.append(
+                f"{where}: its value is {len(value)} characters, over its limit of {block.limit}; shorten it, "
+                "raise the limit, or import with truncate_blocks."
+            )
+            return
+        plan.repairs.append(f"{where}: value cut from {len(value)} to its limit of {block.limit} characters.")
+        value = value[: block.limit]
+    create = BlockCreate(
+        label=block.label,
+        value=value,
+        limit=block.limit,
+        description=block.description,
+        read_only=block.read_only,
+        hidden=block.hidden,
+        metadata=block.metadata or {},
+        tags=block.tags or [],
+    )
+    plan.blocks[block.id] = BlockPlan(create=create, version=block.version)
+
+
+def _plan_tool(plan: ImportPlan, tool: FileTool) -> None:
+    name = tool.display_name
+    if (tool.tool_type or CUSTOM_TOOL_TYPE) != CUSTOM_TOOL_TYPE:
+        if name in BUILTIN_SPECS:
+            plan.tools[tool.id] = ToolPlan(name=name, custom=None)
+        else:
+            reason = f"memvm has no built-in tool {name!r} (Letta type {tool.tool_type!r})"
+            plan.skipped.append(SkippedPart(part=f"tool {name}", reason=reason))
+        return
+    where = f"tool {tool.id} ({name!r})"
+    if not tool.source_code:
+        plan.problems.append(f"{where}: a custom tool needs its Python source_code.")
+        return
+    fields = tool.model_dump(
+        include={"source_code", "description", "json_schema", "args_json_schema", "return_char_limit", "tags"}
+        | {"pip_requirements", "default_requires_approval", "enable_parallel_execution"},
+        exclude_none=True,
+    )
+    create = _validated(plan, where, ToolCreate, fields)
+    if create is None:
+        return
+    try:
+        schema = check_custom_tool(create)
+    except DomainError as error:
+        plan.problems.append(f"{where}: {error.message}")
+        return
+    plan.tools[tool.id] = ToolPlan(name=str(schema["name"]), custom=create)
+
+
+def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> None:
+    where = f"agent {agent.id} ({agent.name!r})"
+    for part in ("source_ids", "folder_ids", "group_ids", "files_agents"):
+        if getattr(agent, part):
+            reason = "memvm does not support data sources, files or groups yet"
+            plan.skipped.append(SkippedPart(part=f"{where} {part}", count=len(getattr(agent, part)), reason=reason))
+    unknown_blocks = [block_id for block_id in agent.block_ids if block_id not in {block.id for block in plan.file.blocks}]
+    if unknown_blocks:
+        plan.problems.append(f"{where}: block_ids names blocks the file does not contain: {', '.join(unknown_blocks)}.")
+    unknown_tools = [tool_id for tool_id in agent.tool_ids if tool_id not in {tool.id for tool in plan.file.tools}]
+    if unknown_tools:
+        plan.problems.append(f"{where}: tool_ids names tools the file does not contain: {', '.join(unknown_tools)}.")
+    labels = [plan.blocks[block_id].create.label for block_id in agent.block_ids if block_id in plan.blocks]
+    if len(set(labels)) != len(labels):
+        plan.problems.append(f"{where}: two of its blocks share a label; an agent's block labels must be unique.")
+    fields = _agent_fields(plan, agent, options)
+    fields["tool_rules"] = _kept_rules(plan, agent, where)
+    create = _validated(plan, where, AgentCreate, fields)
+    if create is not None:
+        plan.agents.append(AgentPlan(source=agent, create=create))
+
+
+def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> dict[str, Any]:
+    name = options.name or agent.name
+    llm = agent.llm_config or {}
+    return {
+        "name": f"{name}_copy" if name and options.append_copy_suffix else name,
+        "agent_type": agent.agent_type or "letta_v1_agent",
+        "system": agent.system,
+        "description": agent.description,
+        "tags": agent.tags or [],
+        "metadata": agent.metadata or {},
+        "timezone": agent.timezone,
+        "model": options.model or agent.model or llm.get("handle") or _handle_of(llm),
+        "llm_config": llm if plan.file.written_by_memvm and llm else None,
+        "context_window_limit": agent.context_window_limit or llm.get("context_window"),
+        "embedding": _embedding(plan, agent, options),
+        "memory_render_mode": agent.memory_render_mode,
+        "message_buffer_autoclear": bool(agent.message_buffer_autoclear),
+        "secrets": options.secrets if options.secrets is not None else _variables(agent),
+        "include_base_tools": False,
+        "tool_ids": [],
+        "block_ids": [],
+    }
+
+
+def _handle_of(llm: dict[str, Any]) -> str | None:
+    provider, model = llm.get("model_endpoint_type") or llm.get("provider_name"), llm.get("model")
+    return f"{provider}/{model}" if provider and model else None
+
+
+def _embedding(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> str | None:
+    """Letta's vectors are not in the file, so any model can embed the history again. A file from
+    memvm keeps its model; a Letta model that this server may not reach becomes the server's default."""
+    if options.embedding:
+        return options.embedding
+    if plan.file.written_by_memvm:
+        return agent.embedding
+    named = agent.embedding or (agent.embedding_config or {}).get("handle")
+    if named and named.lower() != DEFAULT_EMBEDDING_HANDLE.lower():
+        plan.notes.append(
+            f"agent {agent.id}: embedding {named!r} replaced by the server's default {DEFAULT_EMBEDDING_HANDLE!r} "
+            "(the history is embedded again); import with `embedding` to choose another."
+        )
+    return None
+
+
+def _variables(agent: FileAgent) -> dict[str, str]:
+    given = agent.secrets or agent.tool_exec_environment_variables or {}
+    if isinstance(given, list):
+        return {str(item.get("key")): str(item.get("value") or "") for item in given if item.get("key")}
+    return {str(key): str(value or "") for key, value in given.items()}
+
+
+def _kept_rules(plan: ImportPlan, agent: FileAgent, where: str) -> list[dict[str, Any]]:
+    """The rules as dicts; rules about tools that were skipped go too (they could never apply)."""
+    skipped = {part.part.removeprefix("tool ") for part in plan.skipped if part.part.startswith("tool ")}
+    kept = []
+    for index, raw in enumerate(agent.tool_rules or ()):
+        if not raw.get("tool_name"):  # old Letta files have rules that name no tool; they never applied
+            plan.skipped.append(SkippedPart(part=f"{where} tool rule {raw.get('type')}", reason="it names no tool"))
+            continue
+        try:
+            rule = _RULE.validate_python(raw)
+        except ValidationError as error:
+            plan.problems.append(f"{where}: tool_rules[{index}]: {_first_error(error)}")
+            continue
+        gone = [name for name in named_tools([rule]) if name in skipped]
+        if gone:
+            reason = f"it names {', '.join(gone)}, which memvm does not have"
+            plan.skipped.append(SkippedPart(part=f"{where} tool rule {rule.type} on {rule.tool_name}", reason=reason))
+            continue
+        kept.append(raw)
+    return kept
+
+
+def _validated(plan: ImportPlan, where: str, model: type[M], fields: dict[str, Any]) -> M | None:
+    try:
+        return model.model_validate(fields)
+    except ValidationError as error:
+        plan.problems += [f"{where}: {_describe(item)}" for item in error.errors()]
+        return None
+
+
+def _first_error(error: ValidationError) -> str:
+    return _describe(error.errors()[0])
+
+
+def _describe(item: Any) -> str:
+    location = ".".join(str(part) for part in item.get("loc", ()))
+    return f"{location}: {item.get('msg')}" if location else str(item.get("msg"))
