@@ -1,4 +1,4 @@
-"""`memvm` command line: serve, db upgrade, keys, version."""
+"""`memvm` command line: serve, db upgrade, keys, agents import/export, version."""
 
 import argparse
 import asyncio
@@ -9,10 +9,11 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from memvm import __version__
+from memvm import agent_files_cli as agent_files
 from memvm.config import Settings
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncSession
+    from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
     from memvm.db.database import DatabaseTarget
 
@@ -56,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     revoke.add_argument("id", help="the key's id (apikey-...)")
     revoke.set_defaults(run=lambda args: _with_accounts(args, _revoke_key))
 
+    _agent_file_commands(commands)
+
     db = commands.add_parser("db", help="database maintenance").add_subparsers(title="db commands")
     upgrade = db.add_parser("upgrade", help="migrate the database to the latest schema, printing current → target")
     upgrade.set_defaults(run=_db_upgrade)
@@ -63,6 +66,29 @@ def _parser() -> argparse.ArgumentParser:
     version = commands.add_parser("version", help="print the memvm version")
     version.set_defaults(run=lambda args: print(f"memvm {__version__}") or 0)
     return parser
+
+
+def _agent_file_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    agents = commands.add_parser("agents", help="agent files (.af), in the same database as `memvm keys`")
+    agent_commands = agents.add_subparsers(title="agents commands")
+    importing = agent_commands.add_parser("import", help="import a Letta or memvm agent file; prints the new agent ids")
+    importing.add_argument("file", help="the .af file")
+    importing.add_argument("--model", help="model handle for the imported agents (e.g. openai/gpt-4o-mini)")
+    importing.add_argument("--embedding", help="embedding handle for the imported agents")
+    importing.add_argument("--name", help="a new name for the imported agents")
+    importing.add_argument("--strip-messages", action="store_true", help="leave the history out")
+    importing.add_argument("--truncate-blocks", action="store_true", help="cut over-limit block values")
+    importing.add_argument("--skip-unpaired-messages", action="store_true", help="drop unanswered tool calls")
+    importing.add_argument("--override-existing-tools", action="store_true", help="replace same-named custom tools")
+    importing.add_argument("--org", help="organization name (default: the default organization)")
+    importing.set_defaults(run=lambda args: _with_database(args, agent_files.import_agents))
+    exporting = agent_commands.add_parser("export", help="write an agent as an agent file to stdout")
+    exporting.add_argument("agent_id")
+    exporting.add_argument("--scrub-messages", action="store_true", help="leave the history out")
+    exporting.add_argument("--legacy", action="store_true", help="Letta's legacy single-agent format")
+    exporting.add_argument("--include-archival", action="store_true", help="include archives and their passages")
+    exporting.add_argument("--org", help="organization name (default: the default organization)")
+    exporting.set_defaults(run=lambda args: _with_database(args, agent_files.export_agent))
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -120,38 +146,50 @@ async def _upgrade(target: "DatabaseTarget", settings: Settings) -> int:
         await engine.dispose()
 
 
+DatabaseCommand = Callable[[argparse.Namespace, "async_sessionmaker[AsyncSession]"], Awaitable[int]]
 AccountsCommand = Callable[[argparse.Namespace, "AsyncSession"], Awaitable[int]]
 
 
-def _with_accounts(args: argparse.Namespace, command: AccountsCommand) -> int:
+def _with_database(args: argparse.Namespace, command: DatabaseCommand) -> int:
+    """Run `command` against MEMVM_DATABASE_URL, or the embedded database when no server holds it."""
     from memvm.db.database import embedded_server_pid, resolve_database
 
     settings = _settings(args)
     if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
         print(
             f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "
-            "this command cannot open it. Stop `memvm serve` and run it again, or use the running server's admin "
-            "API (POST /v1/admin/api-keys with the admin key).",
+            "this command cannot open it. Stop `memvm serve` and run it again, or use the running server's API "
+            "(the admin API for keys, POST /v1/agents/import and GET /v1/agents/{id}/export for agent files).",
             file=sys.stderr,
         )
         return 1
-    return asyncio.run(_run_accounts(resolve_database(settings), settings, args, command))
+    return asyncio.run(_run_with_database(resolve_database(settings), settings, args, command))
 
 
-async def _run_accounts(target: "DatabaseTarget", settings: Settings, args: argparse.Namespace, command: AccountsCommand) -> int:
+async def _run_with_database(
+    target: "DatabaseTarget", settings: Settings, args: argparse.Namespace, command: DatabaseCommand
+) -> int:
     from memvm.db.engine import build_engine, build_sessionmaker
     from memvm.db.migrate import upgrade_to_head
-    from memvm.db.tenancy import ALL_ORGANIZATIONS
-    from memvm.db.uow import transaction
 
     engine = build_engine(target.url, settings)
     try:
         if settings.migrate_on_start:
             await upgrade_to_head(engine)
-        async with transaction(build_sessionmaker(engine), ALL_ORGANIZATIONS) as session:
-            return await command(args, session)
+        return await command(args, build_sessionmaker(engine))
     finally:
         await engine.dispose()
+
+
+def _with_accounts(args: argparse.Namespace, command: AccountsCommand) -> int:
+    async def in_one_transaction(args: argparse.Namespace, sessionmaker: "async_sessionmaker[AsyncSession]") -> int:
+        from memvm.db.tenancy import ALL_ORGANIZATIONS
+        from memvm.db.uow import transaction
+
+        async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+            return await command(args, session)
+
+    return _with_database(args, in_one_transaction)
 
 
 async def _create_key(args: argparse.Namespace, session: "AsyncSession") -> int:

@@ -125,3 +125,49 @@ WORD_COUNT = '''def word_count(text: str) -> int:
     """
     return len(text.split())
 '''
+
+
+async def test_heartbeats_approvals_reasoning_summary_and_passages_round_trip(client, llm):
+    """A MemGPT-style agent whose history holds every kind memvm stores: an approval request and its
+    answer, a heartbeat, reasoning, a compaction summary; plus archival passages. The copy's next
+    model call is the original's, and its passages are found by search."""
+    agent = await create_agent(
+        client,
+        model="openai/scripted-model",
+        agent_type="memgpt_v2_agent",
+        tools=["archival_memory_search"],
+        tool_rules=[{"type": "requires_approval", "tool_name": "memory_insert"}],
+    )
+    agent_id = agent["id"]
+    inserted = await client.post(f"/v1/agents/{agent_id}/archival-memory", json={"text": "The cat is called Mruczek."})
+    assert inserted.status_code == 200, inserted.text
+    insert = {"label": "human", "new_string": "Likes tea", "request_heartbeat": True}
+    llm.reply(tool_calls=[("memory_insert", insert)], reasoning="Worth keeping.")
+    waiting = (await client.post(f"/v1/agents/{agent_id}/messages", json={"input": "I like tea"})).json()
+    call_id = waiting["messages"][-1]["tool_call"]["tool_call_id"]
+    llm.reply(tool_calls=[("send_message", {"message": "Noted."})])
+    approval = {"type": "approval", "approvals": [{"type": "approval", "tool_call_id": call_id, "approve": True}]}
+    answered = await client.post(f"/v1/agents/{agent_id}/messages", json={"messages": [approval]})
+    assert answered.status_code == 200, answered.text
+    llm.reply("They like tea.")
+    assert (await client.post(f"/v1/agents/{agent_id}/summarize")).status_code == 200
+
+    file = await export(client, agent_id, include_archival="true")
+    copy_id = (await upload(client, json.dumps(file).encode()))["agent_ids"][0]
+    again = await export(client, copy_id, include_archival="true")
+    seen = []
+    for target in (agent_id, copy_id):
+        llm.reply(tool_calls=[("send_message", {"message": "Hi."})])
+        assert (await client.post(f"/v1/agents/{target}/messages", json={"input": "hello"})).status_code == 200
+        seen.append([m for m in llm.requests[-1]["messages"] if m["role"] != "system"])
+    kinds = [m.get("memvm_kind") for m in file["agents"][0]["messages"]]
+    found = await client.get(f"/v1/agents/{copy_id}/archival-memory/search", params={"query": "cat name"})
+
+    assert {"heartbeat", "approval", "summary"} <= set(kinds)
+    assert kinds == [m.get("memvm_kind") for m in again["agents"][0]["messages"]]
+    assert seen[0] == seen[1] and "They like tea." in json.dumps(seen[1])
+    assert "Mruczek" in found.text
+    messages = [await client.get(f"/v1/agents/{i}/messages", params={"order": "asc"}) for i in (agent_id, copy_id)]
+    keys = ("message_type", "content", "reasoning", "tool_call", "tool_return", "approvals", "date")
+    first, second = ([{k: m.get(k) for k in keys} for m in h.json()] for h in messages)
+    assert first[:-4] == second[:-4]  # the last turn ran on each side separately

@@ -153,7 +153,7 @@ def test_cli_help_lists_commands() -> None:
 
     assert top_code == 0, top
     commands = top.split("commands:", 1)[-1]
-    for command in ("serve", "db", "version"):
+    for command in ("serve", "keys", "agents", "db", "version"):
         assert f"    {command} " in commands, top
 
     assert db_code == 0, db

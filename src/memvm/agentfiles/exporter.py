@@ -34,10 +34,8 @@ async def export_agent(
     window = [] if scrub_messages else await messages.in_context(session, agent_id)
     file_ids = {message.id: f"message-{index}" for index, message in enumerate(history, start=1)}
     agent_entry = _agent(agent, view.llm_config, blocks, attached_tools, attached) | {
-        "in_context_message_ids": ["message-0", *(file_ids[message.id] for message in window)] if history else [],
-        "messages": [_system_message(agent), *(_message(message, file_ids[message.id]) for message in history)]
-        if history
-        else [],
+        "in_context_message_ids": [] if scrub_messages else ["message-0", *(file_ids[m.id] for m in window)],
+        "messages": [] if scrub_messages else [_system_message(agent), *(_message(m, file_ids[m.id]) for m in history)],
     }
     file = {
         "agents": [agent_entry],

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import IO, Any
+from typing import Any
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -16,7 +16,7 @@ from memvm.agentfiles import legacy
 from memvm.agentfiles.fileschema import AgentFile
 from memvm.agentfiles.history import HistoryWalk, Row, parse_message
 from memvm.agentfiles.plan import ImportPlan, plan_import
-from memvm.agentfiles.reader import iter_messages, read_skeleton
+from memvm.agentfiles.reader import Source, iter_messages, read_skeleton
 from memvm.agentfiles.schemas import ImportOptions, ImportResult, InvalidAgentFile
 from memvm.agents import service as agents
 from memvm.archives import service as archives
@@ -41,7 +41,7 @@ class ImportContext:
     caller: Caller
 
 
-async def import_agent_file(context: ImportContext, stream: IO[bytes], options: ImportOptions) -> ImportResult:
+async def import_agent_file(context: ImportContext, stream: Source, options: ImportOptions) -> ImportResult:
     skeleton = await asyncio.to_thread(read_skeleton, stream)
     is_legacy = legacy.is_legacy(skeleton)
     plan = plan_import(_parse(legacy.to_current(skeleton) if is_legacy else skeleton), options)
@@ -77,7 +77,7 @@ async def _passage_vectors(context: ImportContext, plan: ImportPlan) -> dict[str
 
 
 async def _walk_histories(
-    plan: ImportPlan, stream: IO[bytes], options: ImportOptions, writer: "_Writer | None", *, is_legacy: bool
+    plan: ImportPlan, stream: Source, options: ImportOptions, writer: "_Writer | None", *, is_legacy: bool
 ) -> None:
     """Check every agent's messages in file order; store them when a writer is given."""
     if options.strip_messages or not any(agent.source.messages for agent in plan.agents):
@@ -97,7 +97,7 @@ async def _walk_histories(
         plan.repairs += walk.repairs
 
 
-def _batches(stream: IO[bytes], walks: dict[int, HistoryWalk], *, is_legacy: bool) -> Iterator[tuple[int, list[Row]]]:
+def _batches(stream: Source, walks: dict[int, HistoryWalk], *, is_legacy: bool) -> Iterator[tuple[int, list[Row]]]:
     """(index of the agent in the file, rows ready to store), at most BATCH rows at a time."""
     pending: list[Row] = []
     current = 0

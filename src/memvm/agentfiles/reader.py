@@ -7,7 +7,7 @@ with its `messages`; the legacy single-agent format is one agent object with `me
 """
 
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any, Protocol
 
 import ijson
 
@@ -20,11 +20,19 @@ _AGENT_PREFIX = "agents.item"
 _SCALARS = frozenset({"null", "boolean", "integer", "double", "number", "string"})
 
 
+class Source(Protocol):
+    """A binary file that can be read again from the start (an upload spooled to disk, a local file)."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+    def seek(self, offset: int, whence: int = 0, /) -> int: ...
+
+
 class UnreadableFile(InvalidInput):
     """The upload is not a JSON object (or not JSON at all)."""
 
 
-def read_skeleton(stream: IO[bytes]) -> dict[str, Any]:
+def read_skeleton(stream: Source) -> dict[str, Any]:
     """The whole file except messages; each `messages` array is replaced by its item count."""
     stream.seek(0)
     builder = ijson.ObjectBuilder()
@@ -40,7 +48,7 @@ def read_skeleton(stream: IO[bytes]) -> dict[str, Any]:
     return skeleton
 
 
-def iter_messages(stream: IO[bytes], *, legacy: bool) -> Iterator[tuple[int, Any]]:
+def iter_messages(stream: Source, *, legacy: bool) -> Iterator[tuple[int, Any]]:
     """(index of the agent in the file, one message as parsed JSON), in file order."""
     stream.seek(0)
     item_prefix = _LEGACY[1] if legacy else _CURRENT[1]
@@ -55,11 +63,12 @@ def iter_messages(stream: IO[bytes], *, legacy: bool) -> Iterator[tuple[int, Any
             yield agent_index, _build(events, event, value)
 
 
-def _events(stream: IO[bytes]) -> Iterator[tuple[str, str, Any]]:
+def _events(stream: Source) -> Iterator[tuple[str, str, Any]]:
     try:
         yield from ijson.parse(stream, use_float=True)
     except ijson.JSONError as error:
-        raise UnreadableFile(f"The file is not valid JSON ({error}); upload the .af file as exported.") from None
+        reason = str(error).splitlines()[0]
+        raise UnreadableFile(f"The file is not valid JSON ({reason}); upload the .af file as exported.") from None
 
 
 def _count_items(events: Iterator[tuple[str, str, Any]], array_prefix: str) -> int:
