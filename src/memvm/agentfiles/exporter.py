@@ -11,8 +11,12 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvm import __version__
 from memvm.agentfiles import legacy
 from memvm.agents import service as agents
+from memvm.agents.schemas import derived_llm_config
 from memvm.archives import service as archives
 from memvm.blocks.schemas import BlockRead
+from memvm.embeddings.local import DIM as LOCAL_DIM
+from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, KNOWN_DIMS
+from memvm.memory.metadata import format_timestamp
 from memvm.messages import service as messages
 from memvm.orm import Agent, Archive, Block, Message, Tool
 from memvm.tools import service as tools
@@ -22,10 +26,19 @@ AGENT_ID = "agent-0"
 
 
 async def export_agent(
-    session: AsyncSession, agent_id: str, *, scrub_messages: bool, use_legacy_format: bool, include_archival: bool
+    session: AsyncSession,
+    agent_id: str,
+    *,
+    scrub_messages: bool,
+    use_legacy_format: bool,
+    include_archival: bool,
+    default_model: str | None = None,
 ) -> dict[str, Any]:
+    """`default_model`: the server's, written as the llm_config of an agent that names no model (a
+    Letta server cannot create an agent without one)."""
     agent = await agents.get_agent(session, agent_id)
     [view] = await agents.describe(session, [agent], include=None)
+    llm_config = view.llm_config or (derived_llm_config(default_model, agent.context_window_limit) if default_model else None)
     blocks = await agents.agent_blocks(session, agent_id)
     attached_tools = await tools.agent_tools(session, agent_id)
     attached = await archives.archives_of(session, agent_id) if include_archival else []
@@ -33,9 +46,9 @@ async def export_agent(
     history = [] if scrub_messages else await messages.history(session, agent_id)
     window = [] if scrub_messages else await messages.in_context(session, agent_id)
     file_ids = {message.id: f"message-{index}" for index, message in enumerate(history, start=1)}
-    agent_entry = _agent(agent, view.llm_config, blocks, attached_tools, attached) | {
+    agent_entry = _agent(agent, llm_config, blocks, attached_tools, attached) | {
         "in_context_message_ids": [] if scrub_messages else ["message-0", *(file_ids[m.id] for m in window)],
-        "messages": [] if scrub_messages else [_system_message(agent), *(_message(m, file_ids[m.id]) for m in history)],
+        "messages": [] if scrub_messages else [_system_message(agent), *(_message(m, file_ids[m.id], agent) for m in history)],
     }
     file = {
         "agents": [agent_entry],
@@ -68,7 +81,7 @@ def _agent(
         "tool_rules": agent.tool_rules,
         "message_buffer_autoclear": agent.message_buffer_autoclear,
         "llm_config": llm_config,
-        "embedding_config": agent.embedding_config,
+        "embedding_config": agent.embedding_config or _embedding_config(agent.embedding),
         "model": agent.model,
         "embedding": agent.embedding,
         "context_window_limit": agent.context_window_limit,
@@ -80,9 +93,12 @@ def _agent(
         "source_ids": [],
         "group_ids": [],
         "files_agents": [],
-        # Secrets stay on the server: a file is meant to be shared. Import with `secrets` to set them.
-        "tool_exec_environment_variables": {},
+        # Secret values stay on the server (a file is meant to be shared); their names travel, as in
+        # Letta's files, so an import knows which ones to ask for.
+        "tool_exec_environment_variables": dict.fromkeys(sorted(agent.tool_secrets), ""),
+        "secrets": dict.fromkeys(sorted(agent.tool_secrets), ""),
         "memory_render_mode": agent.memory_render_mode,
+        "memvm_llm_config": agent.llm_config,
         "archive_ids": [f"archive-{index}" for index in range(len(attached))],
     }
 
@@ -93,10 +109,31 @@ def _block(block: Block, index: int) -> dict[str, Any]:
     return {key: view[key] for key in kept} | {"id": f"block-{index}", "is_template": False, "version": block.version}
 
 
+_TOOL_FIELDS = (
+    "name", "tool_type", "description", "source_code", "json_schema", "args_json_schema", "return_char_limit",
+    "tags", "pip_requirements", "default_requires_approval", "enable_parallel_execution",
+)  # fmt: skip
+
+
 def _tool(tool: Tool, index: int) -> dict[str, Any]:
+    """The fields of Letta's ToolSchema, which refuses any other."""
     view = ToolRead.of(tool).model_dump(mode="json")
-    view["metadata_"] = view.pop("metadata")
-    return view | {"id": f"tool-{index}"}
+    return {field: view[field] for field in _TOOL_FIELDS} | {
+        "id": f"tool-{index}",
+        "source_type": "python",
+        "npm_requirements": None,
+        "metadata_": view["metadata"],
+    }
+
+
+def _embedding_config(handle: str | None) -> dict[str, Any]:
+    """Letta's embedding_config for a handle (its legacy reader requires one)."""
+    chosen = handle or DEFAULT_EMBEDDING_HANDLE
+    provider, _, model = chosen.partition("/")
+    if chosen.lower() == DEFAULT_EMBEDDING_HANDLE.lower():
+        return {"embedding_endpoint_type": "hugging-face", "embedding_model": model, "embedding_dim": LOCAL_DIM, "handle": chosen}
+    dim = KNOWN_DIMS.get(model, 1536)
+    return {"embedding_endpoint_type": "openai", "embedding_model": model, "embedding_dim": dim, "handle": chosen}
 
 
 async def _archive(session: AsyncSession, archive: Archive, index: int) -> dict[str, Any]:
@@ -117,38 +154,52 @@ def _system_message(agent: Agent) -> dict[str, Any]:
     return _envelope("message-0", "system", [_text(agent.compiled_system)]) | {"created_at": agent.system_compiled_at.isoformat()}
 
 
-def _message(message: Message, file_id: str) -> dict[str, Any]:
-    content: list[dict[str, Any]] = []
+def _message(message: Message, file_id: str, agent: Agent) -> dict[str, Any]:
+    at = {"created_at": message.created_at.isoformat()}
     if message.role == "tool":
-        packed = json.dumps({"status": "Failed" if message.tool_status == "error" else "OK", "message": message.content})
-        returned = {
-            "tool_call_id": message.tool_call_id,
-            "status": message.tool_status or "success",
-            "stdout": [message.tool_stdout] if message.tool_stdout else [],
-            "stderr": [message.tool_stderr] if message.tool_stderr else [],
-            "func_response": packed,
-        }
-        entry = _envelope(file_id, "tool", [_text(packed)]) | {"tool_call_id": message.tool_call_id, "tool_returns": [returned]}
-        return entry | {"name": message.tool_name, "created_at": message.created_at.isoformat()}
+        return _tool_return(message, file_id, agent) | at
     if message.kind == "approval":
         answer = json.loads(message.content or "{}")
         entry = _envelope(file_id, "approval", [])
-        return entry | {
-            "approval_request_id": answer.get("approval_request_id"),
-            "approvals": answer.get("approvals", []),
-            "memvm_kind": "approval",
-            "created_at": message.created_at.isoformat(),
-        }
+        return (
+            entry
+            | at
+            | {
+                "approval_request_id": answer.get("approval_request_id"),
+                "approvals": answer.get("approvals", []),
+                "memvm_kind": "approval",
+            }
+        )
+    content: list[dict[str, Any]] = []
     if message.reasoning:
         content.append({"type": "reasoning", "reasoning": message.reasoning, "is_native": True, "signature": None})
     if message.content is not None:
         content.append(_text(message.content))
-    entry = _envelope(file_id, message.role, content) | {"otid": message.otid, "sender_id": message.sender_id}
+    waits = any(call.get("requires_approval") for call in message.tool_calls or ())
+    entry = _envelope(file_id, "approval" if waits else message.role, content) | at
+    entry |= {"otid": message.otid, "sender_id": message.sender_id}
     if message.tool_calls:
         entry["tool_calls"] = [_openai_call(call) for call in message.tool_calls]
+        entry["tool_call_id"] = message.tool_calls[0]["id"] if waits else None  # as Letta marks a request
     if message.kind != "message":
         entry["memvm_kind"] = message.kind
-    return entry | {"created_at": message.created_at.isoformat()}
+    return entry
+
+
+def _tool_return(message: Message, file_id: str, agent: Agent) -> dict[str, Any]:
+    """Packed as Letta packs a result (status, message, time in the agent's timezone)."""
+    status = "Failed" if message.tool_status == "error" else "OK"
+    packed = {"status": status, "message": message.content, "time": format_timestamp(message.created_at, agent.timezone)}
+    text = json.dumps(packed, indent=2, ensure_ascii=False)
+    returned = {
+        "tool_call_id": message.tool_call_id,
+        "status": message.tool_status or "success",
+        "stdout": [message.tool_stdout] if message.tool_stdout else [],
+        "stderr": [message.tool_stderr] if message.tool_stderr else [],
+        "func_response": text,
+    }
+    entry = _envelope(file_id, "tool", [_text(text)]) | {"tool_call_id": message.tool_call_id, "tool_returns": [returned]}
+    return entry | {"name": message.tool_name}
 
 
 def _openai_call(call: dict[str, Any]) -> dict[str, Any]:

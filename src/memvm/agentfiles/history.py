@@ -43,7 +43,10 @@ def to_row(message: FileMessage) -> Row:
     texts, reasoning = _parts(message.content)
     row |= {"content": texts, "reasoning": reasoning}
     if message.role in ("assistant", "approval"):
-        calls = [_call(call, waits=message.role == "approval") for call in message.tool_calls or ()]
+        # A Letta approval request waits on all its calls; memvm's own files flag each call that waits.
+        flagged = any(call.get("requires_approval") for call in message.tool_calls or ())
+        waits = message.role == "approval" and not flagged
+        calls = [_call(call, waits=waits) for call in message.tool_calls or ()]
         return row | {"role": "assistant", "tool_calls": calls or None}
     kind = message.memvm_kind if message.memvm_kind in _MEMVM_KINDS else "message"
     return row | {"role": "system" if message.role == "system" else "user", "kind": kind, "otid": message.otid}

@@ -24,10 +24,11 @@ def to_current(agent: dict[str, Any]) -> dict[str, Any]:
         key: value
         for key, value in agent.items()
         if key not in {"core_memory", "tools", "messages", "in_context_message_indices", "tags", "multi_agent_group"}
-        and key not in {"archives", "metadata", "version"}
+        and key not in {"archives", "metadata", "version", "memvm_agent_type"}
     }
     current |= {
         "id": "agent-0",
+        "agent_type": agent.get("memvm_agent_type") or agent.get("agent_type"),
         "tags": [tag.get("tag") if isinstance(tag, dict) else tag for tag in _list(agent.get("tags"))],
         "block_ids": [block["id"] for block in blocks],
         "tool_ids": [tool["id"] for tool in tools],
@@ -41,33 +42,48 @@ def to_current(agent: dict[str, Any]) -> dict[str, Any]:
 
 _NOT_LEGACY_AGENT_KEYS = frozenset(
     {"id", "block_ids", "tool_ids", "in_context_message_ids", "messages", "memory_blocks", "tools", "tags"}
-    | {"source_ids", "group_ids", "files_agents", "tool_exec_environment_variables", "metadata"}
+    | {"source_ids", "group_ids", "files_agents", "tool_exec_environment_variables", "secrets", "metadata"}
 )
 
 
 def from_current(file: dict[str, Any]) -> dict[str, Any]:
-    """A one-agent file in the multi-entity shape → the legacy shape (memvm's own fields kept)."""
+    """A one-agent file in the multi-entity shape → the legacy shape, with the fields Letta's legacy
+    reader requires (timestamps, `template_name`, `group_id`, lists where it wants lists). Its agent
+    types predate `letta_v1_agent`, the nearest of them stands in; memvm's own type travels alongside."""
     [agent] = file["agents"]
+    stamps = {"created_at": file["created_at"], "updated_at": file["created_at"]}
     blocks = {block["id"]: block for block in file["blocks"]}
     tools = {tool["id"]: tool for tool in file["tools"]}
     position = {message["id"]: index for index, message in enumerate(agent["messages"])}
-    return {key: value for key, value in agent.items() if key not in _NOT_LEGACY_AGENT_KEYS} | {
-        "core_memory": [
-            _without_id(blocks[block_id]) | {"metadata_": blocks[block_id]["metadata"]} for block_id in agent["block_ids"]
-        ],
-        "tools": [_without_id(tools[tool_id]) for tool_id in agent["tool_ids"]],
-        "messages": [
-            {key: value for key, value in message.items() if key not in ("id", "agent_id")} for message in agent["messages"]
-        ],
-        "in_context_message_indices": [position[message_id] for message_id in agent["in_context_message_ids"]],
-        "tags": [{"tag": tag} for tag in agent["tags"]],
-        "metadata_": agent["metadata"],
-        "tool_exec_environment_variables": [],
-        "multi_agent_group": None,
-        "archives": file["archives"],
-        "metadata": file["metadata"],
-        "version": file["metadata"]["memvm_version"],
-    }
+    variables = [{"key": key, "value": "", "description": None} | stamps for key in agent["secrets"]]
+    return (
+        {key: value for key, value in agent.items() if key not in _NOT_LEGACY_AGENT_KEYS}
+        | stamps
+        | {
+            "agent_type": "memgpt_v2_agent" if agent["agent_type"] == "letta_v1_agent" else agent["agent_type"],
+            "memvm_agent_type": agent["agent_type"],
+            "core_memory": [_legacy_block(blocks[block_id], stamps) for block_id in agent["block_ids"]],
+            "tools": [_without_id(tools[tool_id]) | stamps for tool_id in agent["tool_ids"]],
+            "messages": [_legacy_message(message) for message in agent["messages"]],
+            "in_context_message_indices": [position[message_id] for message_id in agent["in_context_message_ids"]],
+            "tags": [{"tag": tag} for tag in agent["tags"]],
+            "metadata_": agent["metadata"],
+            "tool_exec_environment_variables": variables,
+            "multi_agent_group": None,
+            "archives": file["archives"],
+            "metadata": file["metadata"],
+            "version": file["metadata"]["memvm_version"],
+        }
+    )
+
+
+def _legacy_block(block: dict[str, Any], stamps: dict[str, Any]) -> dict[str, Any]:
+    return _without_id(block) | {"metadata_": block["metadata"], "template_name": None} | stamps
+
+
+def _legacy_message(message: dict[str, Any]) -> dict[str, Any]:
+    kept = {key: value for key, value in message.items() if key not in ("id", "agent_id")}
+    return kept | {"tool_calls": message["tool_calls"] or [], "group_id": None, "updated_at": message["created_at"]}
 
 
 def _without_id(entity: dict[str, Any]) -> dict[str, Any]:

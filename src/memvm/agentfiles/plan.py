@@ -165,7 +165,6 @@ def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> N
 
 def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> dict[str, Any]:
     name = options.name or agent.name
-    llm = agent.llm_config or {}
     return {
         "name": f"{name}_copy" if name and options.append_copy_suffix else name,
         "agent_type": agent.agent_type or "letta_v1_agent",
@@ -174,9 +173,7 @@ def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) ->
         "tags": agent.tags or [],
         "metadata": agent.metadata or {},
         "timezone": agent.timezone,
-        "model": options.model or agent.model or llm.get("handle") or _handle_of(llm),
-        "llm_config": llm if plan.file.written_by_memvm and llm else None,
-        "context_window_limit": agent.context_window_limit or llm.get("context_window"),
+        **_model_fields(plan, agent, options),
         "embedding": _embedding(plan, agent, options),
         "memory_render_mode": agent.memory_render_mode,
         "message_buffer_autoclear": bool(agent.message_buffer_autoclear),
@@ -185,6 +182,23 @@ def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) ->
         "tool_ids": [],
         "block_ids": [],
     }
+
+
+def _model_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> dict[str, Any]:
+    """memvm's own files carry the agent's settings as they were (no model: the server's default).
+    Letta's carry an llm_config for Letta's providers: its handle (or provider/model) is kept, on this
+    server's endpoint, with its context window."""
+    if plan.file.written_by_memvm:
+        fields = {"model": agent.model, "llm_config": agent.memvm_llm_config, "context_window_limit": agent.context_window_limit}
+    else:
+        llm = agent.llm_config or {}
+        model = agent.model or llm.get("handle") or _handle_of(llm)
+        fields = {
+            "model": model,
+            "llm_config": None,
+            "context_window_limit": agent.context_window_limit or llm.get("context_window"),
+        }
+    return fields | ({"model": options.model, "llm_config": None} if options.model else {})
 
 
 def _handle_of(llm: dict[str, Any]) -> str | None:

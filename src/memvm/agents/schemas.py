@@ -10,6 +10,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.ids import is_valid_id
+from memvm.llm.types import endpoint_type
 from memvm.memory.compiler import RenderMode
 from memvm.orm import Agent, Block, Run, Tool
 from memvm.tools.schemas import ToolRead
@@ -208,9 +209,16 @@ def _llm_config(agent: Agent) -> dict[str, Any] | None:
     """The stored llm_config, or one derived from the `provider/model` handle."""
     if agent.llm_config is not None:
         return agent.llm_config
-    if agent.model is None:
-        return None
-    provider, name = agent.model.split("/", 1)
+    return derived_llm_config(agent.model, agent.context_window_limit) if agent.model else None
+
+
+def derived_llm_config(handle: str, context_window: int | None) -> dict[str, Any]:
+    """Letta's llm_config for a `provider/model` handle on the configured OpenAI-compatible endpoint."""
+    provider, name = handle.split("/", 1)
     return LLMConfig(
-        model=name, model_endpoint_type=provider, context_window=agent.context_window_limit or 32_000, handle=agent.model
+        model=name,
+        model_endpoint_type=endpoint_type(provider),
+        provider_name=provider,
+        context_window=context_window or 32_000,
+        handle=handle,
     ).model_dump()

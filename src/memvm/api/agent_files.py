@@ -75,6 +75,7 @@ def _variables(text: str | None) -> dict[str, str] | None:
 @router.get("/{agent_id}/export", response_class=Response)
 async def export_file(
     agent_id: AgentId,
+    request: Request,
     tx: TransactionDep,
     scrub_messages: bool = Query(False, description="Leave the history out."),
     use_legacy_format: bool = Query(False, description="Letta's legacy single-agent format."),
@@ -92,5 +93,6 @@ async def export_file(
             scrub_messages=scrub_messages,
             use_legacy_format=use_legacy_format,
             include_archival=include_archival,
+            default_model=request.app.state.runtime.settings.default_model,
         )
     return Response(json.dumps(file, indent=2, ensure_ascii=False), media_type="application/json")

@@ -5,6 +5,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Role = Literal["system", "user", "assistant", "tool"]
+# Letta's provider types that are also model endpoint types; anything else speaks OpenAI's protocol here.
+_LETTA_ENDPOINT_TYPES = frozenset({"openai", "ollama", "vllm", "groq", "together", "mistral", "deepseek", "xai", "openrouter"})
+
+
+def endpoint_type(provider: str) -> str:
+    """Letta's `model_endpoint_type` for a handle's provider (Letta clients accept only its own list)."""
+    return provider if provider in _LETTA_ENDPOINT_TYPES else "openai"
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def render_memory_metadata(
         "<memory_metadata>",
         f"- AGENT_ID: {agent_id}",
         f"- CONVERSATION_ID: {conversation_id}",
-        f"- System prompt last recompiled: {_format_timestamp(compiled_at, timezone)}",
+        f"- System prompt last recompiled: {format_timestamp(compiled_at, timezone)}",
         f"- {stats.recall_messages} previous messages between you and the user are stored in recall memory",
     ]
     if stats.archival_passages > 0:
@@ -46,7 +46,7 @@ def render_memory_metadata(
     return "\n".join(lines)
 
 
-def _format_timestamp(moment: datetime, timezone: str) -> str:
+def format_timestamp(moment: datetime, timezone: str) -> str:
     """Same text as strftime("%Y-%m-%d %I:%M:%S %p %Z%z"), e.g. ``2025-01-15 09:00:00 AM PST-0800``."""
     if moment.tzinfo is None or moment.utcoffset() is None:
         # A naive datetime would be read as the host's local time: hidden environment input.

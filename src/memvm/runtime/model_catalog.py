@@ -12,12 +12,11 @@ from memvm.db.uow import transaction
 from memvm.embeddings.local import DIM as LOCAL_DIMENSION
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, KNOWN_DIMS
 from memvm.errors import LLMError
+from memvm.llm.types import endpoint_type
 from memvm.runtime.deps import RuntimeDeps
 
 log = logging.getLogger(__name__)
 PROVIDER_TIMEOUT_SECONDS = 3.0
-# Letta's provider types that are also model endpoint types; anything else speaks OpenAI's protocol here.
-_KNOWN_PROVIDERS = frozenset({"openai", "ollama", "vllm", "groq", "together", "mistral", "deepseek", "xai", "openrouter"})
 
 
 async def chat_models(deps: RuntimeDeps, caller: Caller) -> tuple[list[dict[str, Any]], str | None]:
@@ -40,7 +39,7 @@ async def chat_models(deps: RuntimeDeps, caller: Caller) -> tuple[list[dict[str,
 
 def _chat_entry(handle: str, deps: RuntimeDeps) -> dict[str, Any]:
     provider, _, name = handle.partition("/")
-    kind = provider if provider in _KNOWN_PROVIDERS else "openai"
+    kind = endpoint_type(provider)
     window = deps.settings.default_context_window
     return {
         "handle": handle,
