@@ -33,6 +33,8 @@ async def test_the_export_has_letta_s_shapes(client):
 
     assert response.headers["content-type"].startswith("application/json") and "do-not-leak" not in response.text
     assert all(set(tool) <= LETTA_TOOL_FIELDS for tool in file["tools"])
+    builtin = next(tool for tool in file["tools"] if tool["name"] == "memory_insert")
+    assert builtin["tool_type"] == "letta_sleeptime_core" and builtin["tags"] == ["letta_sleeptime_core"]
     assert agent["llm_config"]["model_endpoint_type"] == "openai" and agent["llm_config"]["handle"] == "openai-proxy/scripted"
     assert agent["secrets"] == {"WEATHER_API_KEY": ""} == agent["tool_exec_environment_variables"]
     assert agent["messages"][0]["role"] == "system" and agent["in_context_message_ids"][0] == agent["messages"][0]["id"]
@@ -49,7 +51,8 @@ async def test_a_new_agent_exports_its_system_prompt_and_the_default_model(clien
     [entry] = file["agents"]
     assert [m["role"] for m in entry["messages"]] == ["system"] and entry["in_context_message_ids"] == ["message-0"]
     assert scrubbed["agents"][0]["messages"] == [] and scrubbed["agents"][0]["in_context_message_ids"] == []
-    assert entry["embedding_config"]["embedding_dim"] == 384
+    assert entry["embedding_config"] is None  # the local model: a Letta server keeps passages as text
+    assert entry["include_base_tool_rules"] is False and entry["include_base_tools"] is False
 
 
 async def test_the_legacy_export_has_what_letta_s_legacy_reader_requires(client):
@@ -61,4 +64,4 @@ async def test_the_legacy_export_has_what_letta_s_legacy_reader_requires(client)
     assert all({"created_at", "updated_at", "template_name"} <= block.keys() for block in legacy["core_memory"])
     assert all(isinstance(m["tool_calls"], list) and "group_id" in m and m["updated_at"] for m in legacy["messages"])
     assert legacy["in_context_message_indices"][0] == 0 and legacy["messages"][0]["role"] == "system"
-    assert legacy["embedding_config"]["handle"] and legacy["llm_config"]["model"] == "scripted"
+    assert legacy["embedding_config"]["embedding_dim"] == 384 and legacy["llm_config"]["model"] == "scripted"

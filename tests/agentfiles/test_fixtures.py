@@ -176,3 +176,17 @@ async def test_what_is_not_an_agent_file_is_a_400(client, db):
         assert response.status_code == 400, (content, response.text)
         assert response.json()["detail"]
     assert await counts(db) == before
+
+
+async def test_bad_archives_are_problems_too(client, db):
+    file = json.loads((FIXTURES / "letta-0.16.8-sample.af").read_text())
+    file["archives"] = [{"id": "archive-0", "name": "notes", "passages": [{"text": ""}, {"text": "fine"}]}]
+    file["agents"][0]["archive_ids"] = ["archive-0", "archive-9"]
+    before = await counts(db)
+
+    response = await upload(client, json.dumps(file).encode())
+
+    problems = response.json()["problems"]
+    assert response.status_code == 400 and len(problems) == 2, problems
+    assert any("archive-0" in p and "passage 0" in p for p in problems) and any("archive-9" in p for p in problems)
+    assert await counts(db) == before

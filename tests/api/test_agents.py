@@ -54,7 +54,7 @@ async def test_create_agent_with_model_handle_derives_llm_config(client):
         ({"timezone": "Mars/Olympus"}, 422, "unknown timezone"),
         ({"name": "bad/name"}, 422, "body.name"),
         ({"memory_render_mode": "fancy"}, 422, "memory_render_mode"),
-        ({"model": "gpt-4o"}, 422, "body.model"),
+        ({"model": "gpt-4o"}, 400, "is not a handle"),  # Letta answers 400 too
     ],
 )
 async def test_create_agent_bad_input_is_refused_and_stores_nothing(client, db, body, status, fragment):

@@ -63,7 +63,7 @@ async def export_agent(
         "created_at": datetime.now(UTC).isoformat(),
         "archives": [await _archive(session, archive, index) for index, archive in enumerate(attached)],
     }
-    return legacy.from_current(file) if use_legacy_format else file
+    return legacy.from_current(file, _embedding_config(agent.embedding, required=True)) if use_legacy_format else file
 
 
 def _agent(
@@ -81,11 +81,16 @@ def _agent(
         "tool_rules": agent.tool_rules,
         "message_buffer_autoclear": agent.message_buffer_autoclear,
         "llm_config": llm_config,
-        "embedding_config": agent.embedding_config or _embedding_config(agent.embedding),
+        "embedding_config": agent.embedding_config or _embedding_config(agent.embedding, required=False),
         "model": agent.model,
         "embedding": agent.embedding,
         "context_window_limit": agent.context_window_limit,
+        # Letta's importer adds its base tools and rules unless told not to: the file has them all.
         "include_base_tools": False,
+        "include_base_tool_rules": False,
+        "include_multi_agent_tools": False,
+        "include_default_source": False,
+        "enable_sleeptime": False,
         "memory_blocks": [],
         "tools": [],
         "block_ids": [f"block-{index}" for index in range(len(blocks))],
@@ -115,25 +120,38 @@ _TOOL_FIELDS = (
 )  # fmt: skip
 
 
+# The built-ins Letta lets a step run side by side with others.
+_PARALLEL_SAFE = frozenset({"conversation_search", "archival_memory_search"})
+
+
 def _tool(tool: Tool, index: int) -> dict[str, Any]:
-    """The fields of Letta's ToolSchema, which refuses any other."""
+    """The fields of Letta's ToolSchema, which refuses any other. A built-in is written as Letta
+    writes its own (its importer replaces its stored built-ins with what a file says)."""
     view = ToolRead.of(tool).model_dump(mode="json")
-    return {field: view[field] for field in _TOOL_FIELDS} | {
+    entry = {field: view[field] for field in _TOOL_FIELDS} | {
         "id": f"tool-{index}",
         "source_type": "python",
         "npm_requirements": None,
         "metadata_": view["metadata"],
     }
+    if tool.organization_id is None:
+        builtin = {"tags": [tool.tool_type], "description": None, "enable_parallel_execution": tool.name in _PARALLEL_SAFE}
+        entry |= builtin
+    return entry
 
 
-def _embedding_config(handle: str | None) -> dict[str, Any]:
-    """Letta's embedding_config for a handle (its legacy reader requires one)."""
+def _embedding_config(handle: str | None, *, required: bool) -> dict[str, Any] | None:
+    """Letta's embedding_config for a handle. None for the local model in the current format: a Letta
+    server cannot run it, and without a config it keeps passages as text, as for its own such agents.
+    The legacy reader requires one, so that gets a description Letta can read but not use."""
     chosen = handle or DEFAULT_EMBEDDING_HANDLE
     provider, _, model = chosen.partition("/")
     if chosen.lower() == DEFAULT_EMBEDDING_HANDLE.lower():
-        return {"embedding_endpoint_type": "hugging-face", "embedding_model": model, "embedding_dim": LOCAL_DIM, "handle": chosen}
+        local = {"embedding_endpoint_type": "hugging-face", "embedding_model": model, "embedding_dim": LOCAL_DIM}
+        return local | {"handle": chosen} if required else None
     dim = KNOWN_DIMS.get(model, 1536)
-    return {"embedding_endpoint_type": "openai", "embedding_model": model, "embedding_dim": dim, "handle": chosen}
+    endpoint = {"embedding_endpoint": "https://api.openai.com/v1"} if provider == "openai" else {}
+    return {"embedding_endpoint_type": "openai", "embedding_model": model, "embedding_dim": dim, "handle": chosen} | endpoint
 
 
 async def _archive(session: AsyncSession, archive: Archive, index: int) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from memvm.agentfiles.reader import Source, iter_messages, read_skeleton
 from memvm.agentfiles.schemas import ImportOptions, ImportResult, InvalidAgentFile
 from memvm.agents import service as agents
 from memvm.archives import service as archives
-from memvm.archives.schemas import ArchiveCreate, PassageCreate
 from memvm.blocks import service as blocks
 from memvm.db.uow import transaction
 from memvm.embeddings.ports import EmbeddingModel
@@ -68,11 +67,11 @@ async def _passage_vectors(context: ImportContext, plan: ImportPlan) -> dict[str
     """Each archive's passages embedded (before the transaction) with the model of the first agent
     that reads it: Letta files carry no vectors, and memvm's are recomputed the same way."""
     vectors = {}
-    for archive in plan.file.archives:
-        reader = next((agent for agent in plan.agents if archive.id in agent.source.archive_ids), None)
+    for file_id, archive in plan.archives.items():
+        reader = next((agent for agent in plan.agents if file_id in agent.source.archive_ids), None)
         embedder = context.embedders.for_handle(reader.create.embedding if reader else None)
         embedded = await embedder.embed([passage.text for passage in archive.passages]) if archive.passages else []
-        vectors[archive.id] = (EmbeddingModel.of(embedder), embedded)
+        vectors[file_id] = (EmbeddingModel.of(embedder), embedded)
     return vectors
 
 
@@ -190,18 +189,12 @@ class _Writer:
 
     async def _archives(self, vectors: dict[str, tuple[EmbeddingModel, list[list[float]]]]) -> dict[str, str]:
         ids = {}
-        for archive in self.plan.file.archives:
-            model, embedded = vectors[archive.id]
-            data = ArchiveCreate(name=archive.name, description=archive.description, metadata=archive.metadata or {})
-            created = await archives.create_archive(self.session, data, model)
-            items = [
-                PassageCreate(text=p.text, tags=p.tags or [], metadata=p.metadata or {}, created_at=p.created_at)
-                for p in archive.passages
-            ]
-            await archives.insert_passages(
-                self.session, created, list(zip(items, embedded, strict=True)), model=model, writer=self.caller.actor
-            )
-            ids[archive.id] = created.id
+        for file_id, archive in self.plan.archives.items():
+            model, embedded = vectors[file_id]
+            created = await archives.create_archive(self.session, archive.create, model)
+            items = list(zip(archive.passages, embedded, strict=True))
+            await archives.insert_passages(self.session, created, items, model=model, writer=self.caller.actor)
+            ids[file_id] = created.id
         return ids
 
     async def store_messages(self, agent_index: int, rows: list[Row]) -> None:

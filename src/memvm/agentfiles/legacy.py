@@ -46,10 +46,12 @@ _NOT_LEGACY_AGENT_KEYS = frozenset(
 )
 
 
-def from_current(file: dict[str, Any]) -> dict[str, Any]:
+def from_current(file: dict[str, Any], embedding_config: dict[str, Any] | None) -> dict[str, Any]:
     """A one-agent file in the multi-entity shape → the legacy shape, with the fields Letta's legacy
-    reader requires (timestamps, `template_name`, `group_id`, lists where it wants lists). Its agent
-    types predate `letta_v1_agent`, the nearest of them stands in; memvm's own type travels alongside."""
+    reader requires (timestamps, `template_name`, `group_id`, lists where it wants lists, an
+    `embedding_config`). Its agent types predate `letta_v1_agent`: the nearest, `memgpt_v2_agent`,
+    stands in (a Letta of that age then wants `send_message` attached), and memvm's own type travels
+    alongside."""
     [agent] = file["agents"]
     stamps = {"created_at": file["created_at"], "updated_at": file["created_at"]}
     blocks = {block["id"]: block for block in file["blocks"]}
@@ -62,6 +64,7 @@ def from_current(file: dict[str, Any]) -> dict[str, Any]:
         | {
             "agent_type": "memgpt_v2_agent" if agent["agent_type"] == "letta_v1_agent" else agent["agent_type"],
             "memvm_agent_type": agent["agent_type"],
+            "embedding_config": agent["embedding_config"] or embedding_config,
             "core_memory": [_legacy_block(blocks[block_id], stamps) for block_id in agent["block_ids"]],
             "tools": [_without_id(tools[tool_id]) | stamps for tool_id in agent["tool_ids"]],
             "messages": [_legacy_message(message) for message in agent["messages"]],

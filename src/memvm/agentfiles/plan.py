@@ -7,10 +7,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from memvm.agentfiles.fileschema import AgentFile, FileAgent, FileBlock, FileTool
+from memvm.agentfiles.fileschema import AgentFile, FileAgent, FileArchive, FileBlock, FileTool
 from memvm.agentfiles.schemas import ImportOptions, SkippedPart
 from memvm.agents.schemas import AgentCreate
 from memvm.agents.tool_rules import ToolRule, named_tools
+from memvm.archives.schemas import ArchiveCreate, PassageCreate
 from memvm.blocks.schemas import BlockCreate
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.errors import DomainError
@@ -43,6 +44,12 @@ class ToolPlan:
 
 
 @dataclass
+class ArchivePlan:
+    create: ArchiveCreate
+    passages: list[PassageCreate]
+
+
+@dataclass
 class AgentPlan:
     source: FileAgent
     create: AgentCreate
@@ -53,6 +60,7 @@ class ImportPlan:
     file: AgentFile
     blocks: dict[str, BlockPlan] = field(default_factory=dict)
     tools: dict[str, ToolPlan] = field(default_factory=dict)
+    archives: dict[str, ArchivePlan] = field(default_factory=dict)
     agents: list[AgentPlan] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     skipped: list[SkippedPart] = field(default_factory=list)
@@ -76,6 +84,8 @@ def plan_import(file: AgentFile, options: ImportOptions) -> ImportPlan:
         _plan_block(plan, block, options)
     for tool in file.tools:
         _plan_tool(plan, tool)
+    for archive in file.archives:
+        _plan_archive(plan, archive)
     for agent in file.agents:
         _plan_agent(plan, agent, options)
     return plan
@@ -141,6 +151,18 @@ def _plan_tool(plan: ImportPlan, tool: FileTool) -> None:
     plan.tools[tool.id] = ToolPlan(name=str(schema["name"]), custom=create)
 
 
+def _plan_archive(plan: ImportPlan, archive: FileArchive) -> None:
+    where = f"archive {archive.id} ({archive.name!r})"
+    fields = {"name": archive.name, "description": archive.description, "metadata": archive.metadata or {}}
+    create = _validated(plan, where, ArchiveCreate, fields)
+    passages = [
+        _validated(plan, f"{where} passage {index}", PassageCreate, passage.model_dump(exclude_none=True))
+        for index, passage in enumerate(archive.passages)
+    ]
+    if create is not None and all(passages):
+        plan.archives[archive.id] = ArchivePlan(create=create, passages=[p for p in passages if p is not None])
+
+
 def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> None:
     where = f"agent {agent.id} ({agent.name!r})"
     for part in ("source_ids", "folder_ids", "group_ids", "files_agents"):
@@ -153,6 +175,9 @@ def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> N
     unknown_tools = [tool_id for tool_id in agent.tool_ids if tool_id not in {tool.id for tool in plan.file.tools}]
     if unknown_tools:
         plan.problems.append(f"{where}: tool_ids names tools the file does not contain: {', '.join(unknown_tools)}.")
+    unknown_archives = [i for i in agent.archive_ids if i not in {archive.id for archive in plan.file.archives}]
+    if unknown_archives:
+        plan.problems.append(f"{where}: archive_ids names archives the file does not contain: {', '.join(unknown_archives)}.")
     labels = [plan.blocks[block_id].create.label for block_id in agent.block_ids if block_id in plan.blocks]
     if len(set(labels)) != len(labels):
         plan.problems.append(f"{where}: two of its blocks share a label; an agent's block labels must be unique.")

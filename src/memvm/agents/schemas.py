@@ -78,8 +78,9 @@ class AgentFields(BaseModel):
     system: str | None = Field(None, description="System prompt; '{CORE_MEMORY}' marks where memory goes, else it is appended.")
     tags: list[str] | None = None
     metadata: dict[str, Any] | None = None
-    model: str | None = Field(None, pattern=r"^[^/\s]+/\S+$", description="Model handle 'provider/model-name'.")
-    embedding: str | None = Field(None, pattern=r"^[^/\s]+/\S+$", description="Embedding handle 'provider/model-name'.")
+    # Handles are checked by the service: a malformed one is a 400, as Letta answers it.
+    model: str | None = Field(None, description="Model handle 'provider/model-name'.")
+    embedding: str | None = Field(None, description="Embedding handle 'provider/model-name'.")
     llm_config: LLMConfig | None = None
     embedding_config: dict[str, Any] | None = None
     context_window_limit: int | None = Field(None, ge=256)
@@ -218,7 +219,7 @@ def derived_llm_config(handle: str, context_window: int | None) -> dict[str, Any
     return LLMConfig(
         model=name,
         model_endpoint_type=endpoint_type(provider),
-        provider_name=provider,
+        provider_name=endpoint_type(provider),
         context_window=context_window or 32_000,
         handle=handle,
     ).model_dump()

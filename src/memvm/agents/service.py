@@ -1,6 +1,7 @@
 """Agent lifecycle and block attachment. Every prompt-affecting change recompiles the stored
 system prompt in the same transaction."""
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -8,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.agents import repository
-from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
 from memvm.agents.tool_rules import ToolRule, named_tools
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
@@ -25,6 +26,7 @@ from memvm.runs import service as runs
 from memvm.tools import service as tools
 
 _LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
+_HANDLE = re.compile(r"[^/\s]+/\S+")
 _SIMPLE_FIELDS = (
     "name",
     "description",
@@ -42,6 +44,7 @@ _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 
 async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> Agent:
     """Create the agent with its new and existing blocks; fails whole on any bad block."""
+    _check_handles(data)
     existing = await _locked_blocks(session, data.block_ids)
     _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
     agent_id = new_id("agent")
@@ -141,6 +144,7 @@ async def agents_of_block(session: AsyncSession, block_id: str, page: PageReques
 
 
 async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate) -> Agent:
+    _check_handles(update)
     changes = update.model_dump(exclude_unset=True, exclude_none=True)
     new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
     agent = await get_agent(session, agent_id, lock=True)
@@ -168,6 +172,13 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
     if new_blocks is not None or _PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, [agent.id])
     return agent
+
+
+def _check_handles(fields: AgentFields) -> None:
+    for name in ("model", "embedding"):
+        value = getattr(fields, name)
+        if value is not None and not _HANDLE.fullmatch(value):
+            raise InvalidInput(f"{name} {value!r} is not a handle: use 'provider/model-name', e.g. 'openai/gpt-4o-mini'.")
 
 
 def embedding_handle(handle: str | None) -> str:

@@ -175,8 +175,8 @@ TOOL_TYPES = {
     "conversation_search": "letta_core",
     "core_memory_append": "letta_memory_core",
     "core_memory_replace": "letta_memory_core",
-    "memory_replace": "letta_memory_core",
-    "memory_insert": "letta_memory_core",
+    "memory_replace": "letta_sleeptime_core",  # as Letta 0.16.8 types them (its export says so)
+    "memory_insert": "letta_sleeptime_core",
     "memory": "letta_memory_core",
     "memory_apply_patch": "letta_memory_core",
     "memory_rethink": "letta_sleeptime_core",
