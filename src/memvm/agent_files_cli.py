@@ -31,7 +31,7 @@ class ProgressFile:
         if self.size >= PROGRESS_FROM_BYTES and percent // 10 != self.shown:
             self.shown = percent // 10
             stage = "reading" if self.passes <= 1 else "importing"
-            print(f"\r{stage}: {percent}% of {self.size >> 20} MiB", end="", file=self.out, flush=True)
+            print(f"\r{stage}: {percent}% of {self.size / 2**20:.1f} MiB", end="", file=self.out, flush=True)
         return chunk
 
 

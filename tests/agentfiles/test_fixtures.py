@@ -190,3 +190,25 @@ async def test_bad_archives_are_problems_too(client, db):
     assert response.status_code == 400 and len(problems) == 2, problems
     assert any("archive-0" in p and "passage 0" in p for p in problems) and any("archive-9" in p for p in problems)
     assert await counts(db) == before
+
+
+async def test_rules_naming_no_tool_and_bad_handles_are_listed_with_the_rest(client, db):
+    file = json.loads((FIXTURES / "letta-0.16.8-sample.af").read_text())
+    file["agents"][0]["tool_rules"].append({"type": "exit_loop", "tool_name": "no_such_tool"})
+    file["agents"][0]["model"] = "no-slash"
+    file["agents"].append(dict(file["agents"][0], id="agent-1", tool_rules=[], model=None, name="twin"))
+    file["agents"][1]["messages"] = [file["agents"][0]["messages"][5]]  # a tool return without its call
+    file["agents"][1]["in_context_message_ids"] = []
+    before = await counts(db)
+
+    response = await upload(client, json.dumps(file).encode())
+
+    problems = response.json()["problems"]
+    assert response.status_code == 400 and len(problems) == 2, problems
+    assert any("agent-0" in p and "model 'no-slash' is not a handle" in p for p in problems), problems
+    assert any("agent-1" in p and "follows no assistant message" in p for p in problems)
+    assert await counts(db) == before
+
+    del file["agents"][0]["model"], file["agents"][1]
+    response = await upload(client, json.dumps(file).encode())
+    assert response.status_code == 400 and "no_such_tool" in response.json()["problems"][0]

@@ -15,7 +15,7 @@ from memvm.actors import Caller
 from memvm.agentfiles import legacy
 from memvm.agentfiles.fileschema import AgentFile
 from memvm.agentfiles.history import HistoryWalk, Row, parse_message
-from memvm.agentfiles.plan import ImportPlan, plan_import
+from memvm.agentfiles.plan import ImportPlan, check_rule_tools, plan_import, rule_tool_names
 from memvm.agentfiles.reader import Source, iter_messages, read_skeleton
 from memvm.agentfiles.schemas import ImportOptions, ImportResult, InvalidAgentFile
 from memvm.agents import service as agents
@@ -46,6 +46,7 @@ async def import_agent_file(context: ImportContext, stream: Source, options: Imp
     plan = plan_import(_parse(legacy.to_current(skeleton) if is_legacy else skeleton), options)
     vectors = await _passage_vectors(context, plan) if not plan.problems else {}
     async with transaction(context.sessionmaker, context.caller.organization_id) as session:
+        check_rule_tools(plan, set(await tools.tools_named(session, rule_tool_names(plan))))
         writer = _Writer(session, context, plan, options) if not plan.problems else None
         created = await writer.create_entities(vectors) if writer else []
         await _walk_histories(plan, stream, options, writer, is_legacy=is_legacy)
@@ -79,13 +80,11 @@ async def _walk_histories(
     plan: ImportPlan, stream: Source, options: ImportOptions, writer: "_Writer | None", *, is_legacy: bool
 ) -> None:
     """Check every agent's messages in file order; store them when a writer is given."""
-    if options.strip_messages or not any(agent.source.messages for agent in plan.agents):
+    if options.strip_messages or not any(agent.messages for agent in plan.file.agents):
         return
-    planned = {id(agent.source) for agent in plan.agents}
+    # Every agent's history is checked, also that of an agent the plan refused: all problems at once.
     walks = {
-        index: HistoryWalk(agent=agent, repair=options.skip_unpaired_messages)
-        for index, agent in enumerate(plan.file.agents)
-        if id(agent) in planned
+        index: HistoryWalk(agent=agent, repair=options.skip_unpaired_messages) for index, agent in enumerate(plan.file.agents)
     }
     batches = _batches(stream, walks, is_legacy=is_legacy)
     while (batch := await asyncio.to_thread(next, batches, None)) is not None:
@@ -103,13 +102,11 @@ def _batches(stream: Source, walks: dict[int, HistoryWalk], *, is_legacy: bool) 
     for position, (index, raw) in enumerate(iter_messages(stream, legacy=is_legacy)):
         if is_legacy and isinstance(raw, dict):
             raw.setdefault("id", legacy.message_id(position))
-        if index not in walks:
-            continue  # an agent the plan refused; its problems are already reported
         if index != current and pending:
             yield current, pending
             pending = []
         current = index
-        message = parse_message(raw, f"agent {walks[index].agent.id} message #{len(walks[index].problems)}")
+        message = parse_message(raw, f"agent {walks[index].agent.id} message #{position}")
         if isinstance(message, str):
             walks[index].problems.append(message)
             continue

@@ -10,6 +10,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from memvm.agentfiles.fileschema import AgentFile, FileAgent, FileArchive, FileBlock, FileTool
 from memvm.agentfiles.schemas import ImportOptions, SkippedPart
 from memvm.agents.schemas import AgentCreate
+from memvm.agents.service import check_handles
 from memvm.agents.tool_rules import ToolRule, named_tools
 from memvm.archives.schemas import ArchiveCreate, PassageCreate
 from memvm.blocks.schemas import BlockCreate
@@ -184,8 +185,28 @@ def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> N
     fields = _agent_fields(plan, agent, options)
     fields["tool_rules"] = _kept_rules(plan, agent, where)
     create = _validated(plan, where, AgentCreate, fields)
-    if create is not None:
-        plan.agents.append(AgentPlan(source=agent, create=create))
+    if create is None:
+        return
+    try:
+        check_handles(create)
+    except DomainError as error:
+        plan.problems.append(f"{where}: {error.message}")
+        return
+    plan.agents.append(AgentPlan(source=agent, create=create))
+
+
+def check_rule_tools(plan: ImportPlan, existing: set[str]) -> None:
+    """Every tool a kept rule names must come with the file or exist here (`existing`, the names
+    found among the built-ins and the caller's tools)."""
+    available = existing | {tool.name for tool in plan.tools.values()}
+    for agent in plan.agents:
+        missing = [name for name in named_tools(agent.create.tool_rules or []) if name not in available]
+        if missing:
+            plan.problems.append(f"agent {agent.source.id}: its tool rules name tools that exist nowhere: {', '.join(missing)}.")
+
+
+def rule_tool_names(plan: ImportPlan) -> list[str]:
+    return list(dict.fromkeys(name for agent in plan.agents for name in named_tools(agent.create.tool_rules or [])))
 
 
 def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> dict[str, Any]:

@@ -44,7 +44,7 @@ _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 
 async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> Agent:
     """Create the agent with its new and existing blocks; fails whole on any bad block."""
-    _check_handles(data)
+    check_handles(data)
     existing = await _locked_blocks(session, data.block_ids)
     _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
     agent_id = new_id("agent")
@@ -144,7 +144,7 @@ async def agents_of_block(session: AsyncSession, block_id: str, page: PageReques
 
 
 async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate) -> Agent:
-    _check_handles(update)
+    check_handles(update)
     changes = update.model_dump(exclude_unset=True, exclude_none=True)
     new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
     agent = await get_agent(session, agent_id, lock=True)
@@ -174,7 +174,8 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
     return agent
 
 
-def _check_handles(fields: AgentFields) -> None:
+def check_handles(fields: AgentFields) -> None:
+    """A malformed model or embedding handle is a 400 (InvalidInput), as Letta answers it."""
     for name in ("model", "embedding"):
         value = getattr(fields, name)
         if value is not None and not _HANDLE.fullmatch(value):
