@@ -12,7 +12,9 @@ DEFAULT_ORGANIZATION_NAME = "default"
 class Actor:
     type: str  # "api_key", "admin" or "local" for REST callers; "agent" for an agent's tools
     id: str | None = None  # the API key's id, or the agent's
-    step_id: str | None = None
+    step_id: str | None = None  # an agent's: the step, run and tool call that made the change
+    run_id: str | None = None
+    tool_call_id: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`memvm` command line: serve, db upgrade, keys, agents import/export, version."""
+"""`memvm` command line: serve, db upgrade, keys, agents import/export, backup/restore, version."""
 
 import argparse
 import asyncio
@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from memvm import __version__
 from memvm import agent_files_cli as agent_files
+from memvm import backup as backups
 from memvm.config import Settings
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=lambda args: _with_accounts(args, _revoke_key))
 
     _agent_file_commands(commands)
+    _backup_commands(commands)
 
     db = commands.add_parser("db", help="database maintenance").add_subparsers(title="db commands")
     upgrade = db.add_parser("upgrade", help="migrate the database to the latest schema, printing current → target")
@@ -89,6 +91,16 @@ def _agent_file_commands(commands: "argparse._SubParsersAction[argparse.Argument
     exporting.add_argument("--include-archival", action="store_true", help="include archives and their passages")
     exporting.add_argument("--org", help="organization name (default: the default organization)")
     exporting.set_defaults(run=lambda args: _with_database(args, agent_files.export_agent))
+
+
+def _backup_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    backup = commands.add_parser("backup", help="write the whole database to FILE with pg_dump (also while `memvm serve` runs)")
+    backup.add_argument("file", help="the backup file to write (pg_dump's custom format)")
+    backup.set_defaults(run=backups.backup_command)
+    restore = commands.add_parser("restore", help="load a `memvm backup` FILE into an empty database, then migrate it")
+    restore.add_argument("file", help="a file written by `memvm backup`")
+    restore.add_argument("--force", action="store_true", help="replace everything in a non-empty database (drops its schema)")
+    restore.set_defaults(run=backups.restore_command)
 
 
 def _settings(args: argparse.Namespace) -> Settings:

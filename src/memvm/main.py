@@ -24,6 +24,7 @@ from memvm.api import (
     models,
     runs,
     search,
+    storable,
     tools,
 )
 from memvm.api import metrics as api_metrics
@@ -41,6 +42,7 @@ from memvm.provider import RetryPolicy
 from memvm.runtime.background import fail_orphaned_runs
 from memvm.runtime.cancel import CancelSignals
 from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.retention import start_pruning
 from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
 from memvm.tools.service import sync_builtin_tools
@@ -57,7 +59,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker, keys, sandbox, cancels, runtime = None, None, None, None, None
+        worker, keys, sandbox, cancels, runtime, pruning = None, None, None, None, None, None
         try:
             if settings.migrate_on_start:
                 plan = await upgrade_to_head(engine)
@@ -93,6 +95,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                     sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds
                 )
                 worker.start()
+            pruning = start_pruning(sessionmaker, settings)
             yield
         finally:
             if runtime is not None:  # background turns end as cancelled, their steps kept
@@ -101,6 +104,9 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 await asyncio.gather(*runtime.background, return_exceptions=True)
             if worker is not None:
                 await worker.stop()
+            if pruning is not None:
+                pruning.cancel()
+                await asyncio.gather(pruning, return_exceptions=True)
             if keys is not None:
                 await keys.stop()
             if sandbox is not None:
@@ -124,9 +130,10 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     )
     app.add_middleware(HttpMetrics)
     app.include_router(health.router)
-    app.include_router(api_metrics.router)
+    app.include_router(api_metrics.router, responses=errors.RESPONSES)
     for module in (agent_files, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
-        app.include_router(module.router, dependencies=[Depends(auth.authenticate)])
+        guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
+        app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)
     return app
 
 

@@ -52,6 +52,11 @@ def build_client(
     return openai.AsyncOpenAI(**options)
 
 
+class MalformedResponse(Exception):
+    """The server answered 2xx with something the API does not allow (a body or stream event that is
+    not JSON, JSON that is not a chat completion): the provider's failure, treated like a 5xx."""
+
+
 def _provider_message(exc: openai.APIError) -> str:
     body = exc.body
     message = body.get("message") if isinstance(body, dict) else None
@@ -65,7 +70,7 @@ def _is_context_overflow(exc: openai.APIStatusError) -> bool:
 
 def _retryable(exc: Exception) -> bool:
     # InternalServerError is every 5xx; APITimeoutError is an APIConnectionError.
-    return isinstance(exc, (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError))
+    return isinstance(exc, (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError, MalformedResponse))
 
 
 def _seconds(text: str | None, scale: float = 1.0) -> float | None:
@@ -116,7 +121,7 @@ class ProviderCalls:
         for attempt in range(1, attempts + 1):
             try:
                 return await call()
-            except openai.APIError as exc:
+            except (openai.APIError, MalformedResponse) as exc:
                 if not _retryable(exc) or attempt == attempts:
                     raise self.error(model, exc, attempts=attempt) from exc
                 await self._sleep(self._delay(exc, attempt))
@@ -128,10 +133,12 @@ class ProviderCalls:
             return min(asked, self._retry.max_delay)
         return self._retry.backoff(failures)
 
-    def error(self, model: str, exc: openai.APIError, *, attempts: int, mid_stream: bool = False) -> LLMError:
+    def error(self, model: str, exc: openai.APIError | MalformedResponse, *, attempts: int, mid_stream: bool = False) -> LLMError:
         where = f"model {model!r} at {self.endpoint}"
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         during = " while streaming the response" if mid_stream else ""
+        if isinstance(exc, MalformedResponse):
+            return LLMUnavailable(f"LLM {where} sent a malformed response{during}{tries}: {exc}")
         detail = _provider_message(exc)
         if isinstance(exc, openai.APITimeoutError):
             return LLMTimeout(f"LLM request to {where} timed out{during}{tries} (timeout {self._retry.timeout:g}s)")

@@ -55,6 +55,11 @@ async def test_create_agent_with_model_handle_derives_llm_config(client):
         ({"name": "bad/name"}, 422, "body.name"),
         ({"memory_render_mode": "fancy"}, 422, "memory_render_mode"),
         ({"model": "gpt-4o"}, 400, "is not a handle"),  # Letta answers 400 too
+        # Found by Schemathesis: the endpoint was stored, and summarizing the agent was a 500 (httpx InvalidURL).
+        ({"llm_config": {"model": "m", "model_endpoint": "h\ttp://x"}}, 422, "body.llm_config.model_endpoint"),
+        ({"llm_config": {"model": "m", "model_endpoint": "http://a b/v1"}}, 422, "body.llm_config.model_endpoint"),
+        ({"llm_config": {"model": "m", "model_endpoint": "file:///etc"}}, 422, "body.llm_config.model_endpoint"),
+        ({"context_window_limit": 2**31}, 422, "body.context_window_limit"),  # a 32-bit column: was a 500
     ],
 )
 async def test_create_agent_bad_input_is_refused_and_stores_nothing(client, db, body, status, fragment):

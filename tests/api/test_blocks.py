@@ -23,12 +23,14 @@ async def test_create_and_retrieve_block_with_etag(client):
     )
 
 
-async def test_create_block_null_value_is_empty_and_nul_is_dropped(client):
+async def test_create_block_null_value_is_empty_and_nul_is_refused(client):
     empty = await create_block(client, value=None)
-    with_nul = await create_block(client, label="raw", value="a\x00b")
+    with_nul = await client.post("/v1/blocks/", json={"label": "raw", "value": "a\x00b"})
 
     assert empty["value"] == ""
-    assert with_nul["value"] == "ab"
+    assert with_nul.status_code == 422
+    assert "body.value: the text contains a NUL character" in with_nul.json()["detail"]
+    assert [block["label"] for block in (await client.get("/v1/blocks/")).json()] == ["notes"]
 
 
 async def test_list_blocks_ascending_by_default_with_filters(client):

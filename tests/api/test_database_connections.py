@@ -1,12 +1,18 @@
-"""Pooled connections: the server's per-connection settings, and connections the database dropped."""
+"""Pooled connections: the server's per-connection settings, connections the database dropped, and a
+database that cannot be reached at all."""
 
 import asyncio
+from collections.abc import AsyncIterator
 
+import pytest
 from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DBAPIError
 
 from memvm.config import Settings
-from memvm.db.engine import SESSION_SETTINGS, build_engine
+from memvm.db.engine import SESSION_SETTINGS, build_engine, build_lock_engine, database_unreachable
 from tests.support.api import app_client
+from tests.support.pg import PgProxy
 
 TERMINATE_OTHERS = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -39,3 +45,94 @@ async def test_an_idle_connection_the_database_dropped_is_replaced_before_use(se
 async def test_a_dropped_connection_used_without_a_ping_fails_one_request_with_503(settings, db):
     settings = settings.model_copy(update={"db_idle_ping_seconds": 3600, "embedding_worker": False})
     assert await kill_pool_then_request(settings, db) == [503, 200]
+
+
+@pytest.fixture
+async def proxy(server_url, database_url) -> AsyncIterator[PgProxy]:
+    relay = PgProxy(server_url, make_url(database_url).database)
+    await relay.start()
+    yield relay
+    await relay.stop()
+
+
+@pytest.mark.parametrize("unpooled", [False, True], ids=["pooled", "lock engine"])
+async def test_connecting_to_a_database_that_is_gone_fails_as_a_disconnect(proxy, unpooled):
+    engine = build_lock_engine(proxy.url) if unpooled else build_engine(proxy.url, Settings())
+    try:
+        async with engine.connect() as connection:
+            assert (await connection.execute(text("SELECT 1"))).scalar() == 1
+        await engine.dispose()  # no pooled connection left: the next statement must connect
+        await proxy.stop()  # the socket is gone: asyncpg raises FileNotFoundError, not a DBAPI error
+        with pytest.raises(DBAPIError) as raised:
+            async with engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+        assert raised.value.connection_invalidated and database_unreachable(raised.value)
+    finally:
+        await engine.dispose()
+        await proxy.start()
+
+
+async def test_requests_while_the_database_is_unreachable_get_503_then_work_again(settings, proxy):
+    settings = settings.model_copy(update={"database_url": proxy.url, "embedding_worker": False})
+    async with app_client(settings) as client:
+        agent = (await client.post("/v1/agents/", json={"memory_blocks": [{"label": "human", "value": "Bob"}]})).json()
+        await proxy.stop()
+        gone = [await client.get(path) for path in ("/v1/agents/", f"/v1/agents/{agent['id']}", "/v1/blocks/")]
+        await proxy.start()
+        back = [(await client.get(path)).status_code for path in ("/v1/agents/", f"/v1/agents/{agent['id']}")]
+    assert [(r.status_code, r.headers.get("retry-after")) for r in gone] == [(503, "1")] * 3
+    assert back == [200, 200]
+
+
+async def test_a_background_run_whose_database_went_away_ends_once_it_is_back(settings, proxy, llm):
+    """Its turn cannot store its step, nor its own end, while the database is gone: the run must not
+    stay `running` (a client polling it would wait forever); nothing of the step is stored."""
+    settings = settings.model_copy(update={"database_url": proxy.url, "embedding_worker": False})
+    llm.reply("too late", delay=1.0).reply("back again")
+    async with app_client(settings) as client:
+        agent = (await client.post("/v1/agents/", json={"model": "openai/scripted-model"})).json()
+        run_id = (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi"})).json()["id"]
+        while not llm.requests:  # the turn waits on the model
+            await asyncio.sleep(0.02)
+        await proxy.stop()
+        await asyncio.sleep(1.5)  # the model answers; the step, then the run's end, cannot be stored
+        await proxy.start()
+        for _ in range(100):
+            response = await client.get(f"/v1/runs/{run_id}")
+            if response.status_code == 200 and response.json()["status"] not in ("created", "running"):
+                break
+            await asyncio.sleep(0.1)
+        run = response.json()
+        history = (await client.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc"})).json()
+        after = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "again"})).json()
+
+    assert run["status"] == "failed" and run["stop_reason"] == "error"
+    assert history == []  # the step (the input with the answer) was never stored
+    assert after["stop_reason"]["stop_reason"] == "end_turn" and after["messages"][-1]["content"] == "back again"
+
+
+async def test_a_turn_whose_lock_the_database_dropped_stores_nothing_more(settings, proxy, llm, db):
+    """The turn lock lives on a connection: when the database drops it mid-turn, another turn of the
+    agent may take the lock, so the first turn must not store its step (one turn at a time)."""
+    settings = settings.model_copy(update={"database_url": proxy.url, "embedding_worker": False})
+    llm.reply("first, too late", delay=2.0).reply("second")
+    async with app_client(settings) as client:
+        agent = (await client.post("/v1/agents/", json={"model": "openai/scripted-model"})).json()
+        send = f"/v1/agents/{agent['id']}/messages"
+        first = asyncio.create_task(client.post(send, json={"input": "one"}))
+        while not llm.requests:  # the first turn waits on the model, holding the lock
+            await asyncio.sleep(0.02)
+        await proxy.stop()
+        await asyncio.sleep(0.3)
+        await proxy.start()
+        second = await client.post(send, json={"input": "two"})
+        if second.status_code == 503:  # a pooled connection from before the cut
+            second = await client.post(send, json={"input": "two"})
+        first = await first
+        history = (await client.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc"})).json()
+
+    assert second.json()["stop_reason"]["stop_reason"] == "end_turn"
+    assert first.status_code == 200 and first.json()["stop_reason"]["stop_reason"] == "error"
+    assert [(m["message_type"], m["content"]) for m in history] == [("user_message", "two"), ("assistant_message", "second")]
+    runs = [tuple(r) for r in await db.fetch("SELECT status, stop_reason FROM run ORDER BY created_at")]
+    assert runs == [("failed", "error"), ("completed", "end_turn")]

@@ -23,6 +23,7 @@ BODIES = {
     ("PATCH", "/v1/agents/{agent_id}/core-memory/blocks/{block_label}"): {"value": "taken over"},
     ("POST", "/v1/blocks/"): {"label": "mine", "value": "x"},
     ("PATCH", "/v1/blocks/{block_id}"): {"value": "taken over"},
+    ("POST", "/v1/blocks/{block_id}/restore"): {"version": 1},
     ("POST", "/v1/agents/{agent_id}/messages"): {"input": "hi"},
     ("POST", "/v1/agents/{agent_id}/messages/stream"): {"input": "hi"},
     ("POST", "/v1/agents/{agent_id}/archival-memory"): {"text": "planted"},
@@ -45,6 +46,8 @@ BODIES = {
 # Routes that span every organization: only the admin key may call them.
 ADMIN_ONLY = {"/metrics"}
 QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
+# Path parameters that name no object of their own (the same in both organizations).
+NOT_IDS = ("block_label", "version")
 # Multipart uploads that create the caller's own objects; tests/agentfiles/test_isolation.py covers them.
 UPLOADS = {("POST", "/v1/agents/import")}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.
@@ -106,6 +109,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "memory_id": memory[0]["id"],
         "message_id": sent["messages"][0]["id"],
         "block_label": "human",
+        "version": "1",
         "tool_id": tool["id"],
         "tool_name": tool["name"],
         "run_id": sent["messages"][0]["run_id"],
@@ -172,10 +176,10 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
         # A's ids everywhere; then, where two ids meet, B's own object with A's other one, both ways.
         combos = [a]
         for name in names:
-            if name != "block_label":
+            if name not in NOT_IDS:
                 combos.append({**a, name: b[name]})
         for path_ids in combos:
-            if all(path_ids[n] == b[n] for n in names if n != "block_label") and names:
+            if all(path_ids[n] == b[n] for n in names if n not in NOT_IDS) and names:
                 continue
             response = await call(server, operation, path_ids, a, key_b)
             if response.status_code not in expected:
@@ -194,7 +198,7 @@ async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
     key_a, key_b = await new_key(server, "a"), await new_key(server, "b")
     a = await objects_of(server, key_a, llm)
     b = await objects_of(server, key_b, llm)
-    a_ids = {value for name, value in a.items() if name not in ("block_label", "tool_name", "key_id")}
+    a_ids = {value for name, value in a.items() if name not in ("block_label", "tool_name", "key_id", "version")}
     seen_by_b = []
     for operation in sorted(UNSCOPED | {("POST", "/v1/passages/search"), ("POST", "/v1/messages/search")}):
         method, path = operation
@@ -214,7 +218,7 @@ async def test_every_route_but_health_needs_a_key(server):
         for name in ("agent_id", "block_id", "archive_id", "passage_id", "message_id", "tool_id", "run_id", "step_id")
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
-    ids |= {"tool_name": "memory_insert"}
+    ids |= {"tool_name": "memory_insert", "version": "1"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

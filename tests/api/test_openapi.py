@@ -33,6 +33,12 @@ EXPECTED_OPERATIONS = {
     ("PATCH", "/v1/blocks/{block_id}"),
     ("DELETE", "/v1/blocks/{block_id}"),
     ("GET", "/v1/blocks/{block_id}/agents"),
+    ("GET", "/v1/blocks/{block_id}/history"),
+    ("GET", "/v1/blocks/{block_id}/versions/{version}"),
+    ("POST", "/v1/blocks/{block_id}/undo"),
+    ("POST", "/v1/blocks/{block_id}/redo"),
+    ("POST", "/v1/blocks/{block_id}/restore"),
+    ("GET", "/v1/agents/{agent_id}/core-memory/blocks/{block_label}/history"),
     # messages.py
     ("POST", "/v1/agents/{agent_id}/messages"),
     ("POST", "/v1/agents/{agent_id}/messages/stream"),
@@ -120,3 +126,33 @@ async def test_letta_paths_are_served(client):
         "/v1/blocks/{block_id}/agents",
     ):
         assert path in paths, path
+
+
+async def test_error_answers_and_event_streams_are_documented_as_they_are_sent(client):
+    """Schemathesis (tests/fuzz/) checks every answer against this document: errors are
+    {"detail": "<sentence>"} (not FastAPI's list of validation errors) with their statuses, and the
+    streaming routes answer text/event-stream."""
+    spec = (await client.get("/openapi.json")).json()
+    paths = spec["paths"]
+
+    error = spec["components"]["schemas"]["ErrorBody"]
+    assert error["properties"]["detail"]["type"] == "string" and error["required"] == ["detail"]
+    for path, methods in paths.items():
+        for method, operation in methods.items():
+            documented = set(operation["responses"])
+            if path == "/v1/health/":
+                continue
+            assert {"401", "404", "422", "503"} <= documented, (method, path)
+            for status in documented - {"200", "204"}:
+                content = operation["responses"][status]["content"]
+                assert content == {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    assert "HTTPValidationError" not in spec["components"]["schemas"]
+
+    for path in ("/v1/agents/{agent_id}/messages/stream", "/v1/runs/{run_id}/stream"):
+        assert set(paths[path]["post"]["responses"]["200"]["content"]) == {"text/event-stream"}
+    assert set(paths["/v1/agents/{agent_id}/messages"]["post"]["responses"]["200"]["content"]) == {
+        "application/json",
+        "text/event-stream",
+    }
+    stream = await client.post("/v1/runs/run-00000000-0000-4000-8000-000000000000/stream")
+    assert stream.status_code == 404 and stream.headers["content-type"] == "application/json"

@@ -90,3 +90,17 @@ async def test_filters_cursors_and_delete(client, llm):
     assert (await client.get("/v1/steps/", params={"agent_id": agent["id"]})).json()[0]["run_id"] != newest_first[0]["id"]
     unknown = await client.get("/v1/runs/", params={"after": "run-00000000-0000-4000-8000-000000000000"})
     assert unknown.status_code == 404 and "does not match any item" in unknown.json()["detail"]
+
+
+async def test_a_stream_cursor_past_any_event_number_is_a_422_before_the_stream_starts(client, llm):
+    """Found by Schemathesis (tests/fuzz/): the query failed after the stream had started, a 500."""
+    agent = await create_agent(client, **MODEL)
+    llm.reply("Hi.")
+    run_id = (await turn(client, llm, agent["id"]))["messages"][0]["run_id"]
+
+    refused = await client.post(f"/v1/runs/{run_id}/stream", json={"starting_after": 2**31})
+    replayed = await client.post(f"/v1/runs/{run_id}/stream", json={"starting_after": 2**31 - 1})
+
+    assert refused.status_code == 422
+    assert "body.starting_after: Input should be less than or equal to 2147483647" in refused.json()["detail"]
+    assert replayed.status_code == 200 and replayed.text.endswith("data: [DONE]\n\n")

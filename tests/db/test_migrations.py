@@ -89,3 +89,33 @@ async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
         await admin_execute(server_url, "DROP DATABASE upgrade_autoclear WITH (FORCE)")
 
     assert autoclear is False and nullable == "NO"
+
+
+async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_block_history")
+    url = with_database(server_url, "upgrade_block_history")
+    await migrate(url, "9e4a1c6b2d87")  # before the history's run, tool call and restored version
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        await db.execute(
+            "INSERT INTO block_change (organization_id, block_id, version, change, actor_type, actor_id, step_id, label,"
+            " value, char_limit, read_only, metadata) VALUES ($1, 'block-1', 2, 'update', 'agent', 'agent-1', 'step-1',"
+            " 'human', 'Ana', 100, false, '{}')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await migrate(url, "head")
+        row = await db.fetchrow("SELECT version, value, step_id, run_id, tool_call_id, restored_version FROM block_change")
+        indexed = await db.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_block_change_block_id_version'")
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_block_history WITH (FORCE)")
+
+    assert dict(row) == {
+        "version": 2,
+        "value": "Ana",
+        "step_id": "step-1",
+        "run_id": None,
+        "tool_call_id": None,
+        "restored_version": None,
+    }
+    assert indexed == 1

@@ -103,6 +103,32 @@ async def test_a_run_left_running_by_a_dead_process_is_failed(settings, llm, db)
     assert [row["status"] for row in after_start] == ["failed", "failed"]
 
 
+async def test_a_run_queued_by_a_dead_process_is_failed_at_start_up_but_not_one_a_live_process_holds(settings, llm, db):
+    """A background run waits `created` behind a busy agent. Killed then, its process left it so for
+    good: the next start-up fails it, as no live process holds its claim. A replica starting while
+    a live process holds one of its runs queued leaves that run alone, and it runs."""
+    dead = "run-00000000-0000-4000-8000-00000000000c"
+    llm.reply("slow first", delay=3.0).reply("queued answer")
+    async with app_client(settings) as client:
+        agent = await create_agent(client, **MODEL)
+        organization = await db.fetchval("SELECT organization_id FROM agent WHERE id = $1", agent["id"])
+        await db.execute(
+            "INSERT INTO run (id, agent_id, status, background, organization_id) VALUES ($1, $2, 'created', true, $3)",
+            dead,
+            agent["id"],
+            organization,
+        )
+        first = (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "one"})).json()
+        queued = (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "two"})).json()
+        async with app_client(settings) as replica:  # another process starts while both wait
+            await replica.get("/v1/health/")
+            at_start = {row["id"]: row["status"] for row in await db.fetch("SELECT id, status FROM run")}
+        done = [await wait_finished(client, run["id"]) for run in (first, queued)]
+
+    assert at_start == {dead: "failed", first["id"]: "running", queued["id"]: "created"}
+    assert [run["status"] for run in done] == ["completed", "completed"]
+
+
 async def test_the_finished_run_is_posted_to_the_callback_url_with_a_retry(client, llm):
     received: list[bytes] = []
 

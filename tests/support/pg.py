@@ -1,5 +1,10 @@
 """URL and admin helpers for the tests' PostgreSQL."""
 
+import asyncio
+import contextlib
+import os
+import tempfile
+
 import asyncpg
 from sqlalchemy.engine import make_url
 
@@ -23,3 +28,51 @@ async def admin_execute(server_url: str, sql: str) -> None:
         await admin.execute(sql)
     finally:
         await admin.close()
+
+
+class PgProxy:
+    """A unix-socket relay in front of the test server, which a test can take down and bring back:
+    the database going away (every connection cut, the socket gone) without stopping the server
+    that every other test shares. `url` is `server_url`'s database through the relay."""
+
+    def __init__(self, server_url: str, database: str) -> None:
+        parsed = make_url(server_url)
+        port = parsed.port or 5432
+        self._target = f"{parsed.query['host']}/.s.PGSQL.{port}"
+        self._dir = tempfile.mkdtemp(prefix="memvm-pgproxy-")
+        self._socket = f"{self._dir}/.s.PGSQL.{port}"
+        self.url = make_url(with_database(server_url, database)).update_query_dict({"host": self._dir}).render_as_string(False)
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_unix_server(self._relay, self._socket)
+
+    async def stop(self) -> None:
+        """Refuse new connections (the socket is removed) and cut the open ones."""
+        assert self._server is not None
+        self._server.close()
+        for writer in list(self._writers):
+            writer.transport.abort()
+        await self._server.wait_closed()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self._socket)
+
+    async def _relay(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        server_reader, server_writer = await asyncio.open_unix_connection(self._target)
+        self._writers |= {client_writer, server_writer}
+
+        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            try:
+                while data := await reader.read(65536):
+                    writer.write(data)
+                    await writer.drain()
+            except ConnectionError:
+                pass
+            finally:
+                writer.transport.abort()
+
+        try:
+            await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
+        finally:
+            self._writers -= {client_writer, server_writer}

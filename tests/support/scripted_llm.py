@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -47,6 +48,11 @@ class _Hang:
     seconds: float
 
 
+@dataclass(frozen=True)
+class _Malformed:
+    body: str  # sent as the JSON body, or (streaming) as one SSE event's data after a good first chunk
+
+
 @dataclass
 class _Request:
     method: str
@@ -61,8 +67,9 @@ class ScriptedLLM:
     def __init__(self) -> None:
         self.requests: list[dict] = []  # every POST /v1/chat/completions body, JSON-decoded, in order
         self.request_headers: list[dict[str, str]] = []  # their headers (lower-cased names)
-        self._script: list[_Reply | _Failure | _Hang] = []
+        self._script: list[_Reply | _Failure | _Hang | _Malformed] = []
         self._default: _Reply | None = None
+        self._responder: Callable[[dict], dict[str, Any]] | None = None
         self._call_ids = itertools.count(1)
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task] = set()
@@ -83,8 +90,7 @@ class ScriptedLLM:
     ) -> ScriptedLLM:
         """Queue one answer. Tool-call arguments: dict → JSON, str → sent verbatim (may be malformed).
         `drop_after` (streaming only) closes the connection after that many SSE events."""
-        calls = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in tool_calls)
-        self._script.append(_Reply(content, calls, finish_reason, usage, reasoning, delay, drop_after))
+        self._script.append(_make_reply(content, tool_calls, finish_reason, usage, reasoning, delay, drop_after))
         return self
 
     def fail(self, status: int, message: str = "boom", *, code: str | None = None, headers: dict | None = None) -> ScriptedLLM:
@@ -97,14 +103,28 @@ class ScriptedLLM:
         self._script.append(_Hang(seconds))
         return self
 
+    def malformed(self, body: str = '{"id": "chatcmpl-scripted", "choices": [{"index": 0, "mess') -> ScriptedLLM:
+        """Queue a 200 whose body is not valid JSON (a streaming request gets one good chunk, then an
+        event whose data is `body`): a provider or proxy that garbles its answer."""
+        self._script.append(_Malformed(body))
+        return self
+
     def default(self, content: str = "ok") -> ScriptedLLM:
         """Answer this when the script is used up (otherwise: 500 "script exhausted")."""
         self._default = _Reply(content, (), None, None, None, 0.0, None)
         return self
 
-    def _next_step(self) -> _Reply | _Failure | _Hang:
+    def respond(self, answer: Callable[[dict], dict[str, Any]]) -> ScriptedLLM:
+        """When the script is used up, answer each request from its body: `answer(body)` returns
+        reply()'s keyword arguments. For concurrent turns, whose requests arrive in no fixed order."""
+        self._responder = answer
+        return self
+
+    def _next_step(self, body: dict) -> _Reply | _Failure | _Hang | _Malformed:
         if self._script:
             return self._script.pop(0)
+        if self._responder is not None:
+            return _make_reply(**self._responder(body))
         if self._default is not None:
             return self._default
         return _Failure(500, "ScriptedLLM: script exhausted (queue a reply() or set default())", None, {})
@@ -158,12 +178,15 @@ class ScriptedLLM:
             await _send_json(writer, 404, _error_body(404, f"{request.method} {path} is not scripted", None))
 
     async def _answer_chat(self, body: dict, writer: asyncio.StreamWriter) -> None:
-        step = self._next_step()
+        step = self._next_step(body)
         if isinstance(step, _Hang):
             await asyncio.sleep(step.seconds)
             step = _Reply("late", (), None, None, None, 0.0, None)
         if isinstance(step, _Failure):
             await _send_json(writer, step.status, _error_body(step.status, step.message, step.code), step.headers)
+            return
+        if isinstance(step, _Malformed):
+            await _send_malformed(writer, body, step.body)
             return
         await asyncio.sleep(step.delay)
         completion = self._completion(body, step)
@@ -195,6 +218,19 @@ class ScriptedLLM:
 
 
 # ---------------------------------------------------------------- wire helpers
+
+
+def _make_reply(
+    content: str | None = None,
+    tool_calls: list[tuple[str, dict | str]] = (),
+    finish_reason: str | None = None,
+    usage: tuple[int, int] | None = None,
+    reasoning: str | None = None,
+    delay: float = 0.0,
+    drop_after: int | None = None,
+) -> _Reply:
+    calls = tuple((name, args if isinstance(args, str) else json.dumps(args)) for name, args in tool_calls)
+    return _Reply(content, calls, finish_reason, usage, reasoning, delay, drop_after)
 
 
 def _rough_usage(body: dict, step: _Reply) -> tuple[int, int]:
@@ -262,6 +298,21 @@ def _head(status: int, content_type: str, extra: dict[str, str], length: int | N
 async def _send_json(writer: asyncio.StreamWriter, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
     body = json.dumps(payload).encode()
     writer.write(_head(status, "application/json", headers or {}, len(body)) + body)
+    await writer.drain()
+
+
+async def _send_malformed(writer: asyncio.StreamWriter, request: dict, text: str) -> None:
+    if not request.get("stream"):
+        body = text.encode()
+        writer.write(_head(200, "application/json", {}, len(body)) + body)
+        await writer.drain()
+        return
+    writer.write(_head(200, "text/event-stream", {"Cache-Control": "no-cache"}, None))
+    first = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0, "model": MODEL_ID}
+    first["choices"] = [{"index": 0, "delta": {"role": "assistant", "content": "Hel"}, "logprobs": None, "finish_reason": None}]
+    for event in (f"data: {json.dumps(first)}\n\n".encode(), f"data: {text}\n\n".encode(), b"data: [DONE]\n\n"):
+        writer.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+    writer.write(b"0\r\n\r\n")
     await writer.drain()
 
 

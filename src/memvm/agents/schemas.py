@@ -19,6 +19,9 @@ AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_
 NAME_DESCRIPTION = "Letters, digits, spaces, '_', ''' and '-'; 1-100 characters."
 
 
+MAX_CONTEXT_WINDOW_LIMIT = 2_147_483_647  # the agent's column is a 32-bit integer
+
+
 class LLMConfig(BaseModel):
     """Accepted as the Letta sheet describes it; unknown keys are kept."""
 
@@ -26,7 +29,9 @@ class LLMConfig(BaseModel):
 
     model: str
     model_endpoint_type: str = "openai"
-    model_endpoint: str | None = None
+    model_endpoint: str | None = Field(
+        None, pattern=r"^https?://[^\x00-\x20\x7f/?#]+[^\x00-\x20\x7f]*$", description="http(s) URL of the OpenAI-compatible API"
+    )
     context_window: int = Field(32_000, ge=256)
 
 
@@ -83,7 +88,7 @@ class AgentFields(BaseModel):
     embedding: str | None = Field(None, description="Embedding handle 'provider/model-name'.")
     llm_config: LLMConfig | None = None
     embedding_config: dict[str, Any] | None = None
-    context_window_limit: int | None = Field(None, ge=256)
+    context_window_limit: int | None = Field(None, ge=256, le=MAX_CONTEXT_WINDOW_LIMIT)
     timezone: str | None = None
     memory_render_mode: RenderMode | None = Field(None, description="standard | line_numbered | git")
     secrets: dict[str, str] | None = Field(

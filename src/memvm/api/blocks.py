@@ -1,14 +1,25 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.auth import CallerDep
-from memvm.api.deps import BlockId, IfMatchDep, TransactionDep, etag, included_relations, page_params
-from memvm.blocks import service
-from memvm.blocks.schemas import BlockCreate, BlockRead, BlockUpdate
+from memvm.api.deps import (
+    BlockId,
+    HistoryFormat,
+    HistoryLimit,
+    IfMatchDep,
+    TransactionDep,
+    VersionBound,
+    etag,
+    included_relations,
+    page_params,
+)
+from memvm.blocks import history, service
+from memvm.blocks.schemas import BlockCreate, BlockHistoryEntry, BlockRead, BlockUpdate, BlockVersionRead, RestoreRequest
 from memvm.db.pagination import PageRequest
+from memvm.memory.rules import MAX_VERSION
 
 router = APIRouter(prefix="/v1/blocks", tags=["blocks"])
 
@@ -80,3 +91,74 @@ async def list_block_agents(
     async with tx() as session:
         found = await agents.agents_of_block(session, block_id, page)
         return await agents.describe(session, found, include=included_relations(request, include))
+
+
+@router.get("/{block_id}/history", response_model=list[BlockHistoryEntry])
+async def block_history(
+    block_id: BlockId,
+    tx: TransactionDep,
+    limit: HistoryLimit = 50,
+    before: VersionBound = None,
+    after: VersionBound = None,
+    format: HistoryFormat = "full",
+) -> list[BlockHistoryEntry]:
+    """The block's changes, newest first: version, time, the fields that changed (old and new, or the
+    value as a unified diff), and who made it (API key, or agent with run, step and tool call). A
+    deleted block's history stays readable; its newest entry is the delete."""
+    async with tx() as session:
+        return await history.history(session, block_id, limit=limit, before=before, after=after, as_diff=format == "diff")
+
+
+@router.get("/{block_id}/versions/{version}", response_model=BlockVersionRead)
+async def block_version(
+    block_id: BlockId, version: Annotated[int, Path(ge=1, le=MAX_VERSION)], tx: TransactionDep
+) -> BlockVersionRead:
+    """The block as it was at one version."""
+    async with tx() as session:
+        row = await history.version_of(session, block_id, version)
+        return BlockVersionRead(
+            block_id=row.block_id,
+            version=row.version,
+            change=row.change,
+            label=row.label,
+            value=row.value,
+            limit=row.char_limit,
+            description=row.description,
+            read_only=row.read_only,
+            metadata=row.metadata_,
+            created_at=row.created_at,
+        )
+
+
+@router.post("/{block_id}/undo", response_model=BlockRead)
+async def undo_block(
+    block_id: BlockId, caller: CallerDep, tx: TransactionDep, if_match: IfMatchDep, response: Response
+) -> BlockRead:
+    """Bring back the content before the last edit, as an editor's undo does: a new version under the
+    same lock, If-Match and limit rules as a PATCH (an old value over today's limit is a 422)."""
+    async with tx() as session:
+        view = BlockRead.of(await history.undo(session, block_id, if_match=if_match, actor=caller.actor))
+    response.headers["ETag"] = etag(view.version)
+    return view
+
+
+@router.post("/{block_id}/redo", response_model=BlockRead)
+async def redo_block(
+    block_id: BlockId, caller: CallerDep, tx: TransactionDep, if_match: IfMatchDep, response: Response
+) -> BlockRead:
+    """Bring back what the last undo took away; a new edit since then leaves nothing to redo."""
+    async with tx() as session:
+        view = BlockRead.of(await history.redo(session, block_id, if_match=if_match, actor=caller.actor))
+    response.headers["ETag"] = etag(view.version)
+    return view
+
+
+@router.post("/{block_id}/restore", response_model=BlockRead)
+async def restore_block(
+    block_id: BlockId, body: RestoreRequest, caller: CallerDep, tx: TransactionDep, if_match: IfMatchDep, response: Response
+) -> BlockRead:
+    """Bring back the content of `version`, with the same rules as undo; it counts as a new edit."""
+    async with tx() as session:
+        view = BlockRead.of(await history.restore(session, block_id, body.version, if_match=if_match, actor=caller.actor))
+    response.headers["ETag"] = etag(view.version)
+    return view

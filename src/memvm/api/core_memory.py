@@ -5,9 +5,20 @@ from fastapi import APIRouter, Depends, Response
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, BlockId, IfMatchDep, TransactionDep, etag, page_params
+from memvm.api.deps import (
+    AgentId,
+    BlockId,
+    HistoryFormat,
+    HistoryLimit,
+    IfMatchDep,
+    TransactionDep,
+    VersionBound,
+    etag,
+    page_params,
+)
+from memvm.blocks import history
 from memvm.blocks import service as blocks
-from memvm.blocks.schemas import BlockRead, BlockUpdate
+from memvm.blocks.schemas import BlockHistoryEntry, BlockRead, BlockUpdate
 from memvm.db.pagination import PageRequest, page_of
 
 router = APIRouter(prefix="/v1/agents/{agent_id}/core-memory", tags=["core memory"])
@@ -21,6 +32,23 @@ async def list_agent_blocks(
     async with tx() as session:
         attached = await agents.agent_blocks(session, agent_id)
     return [BlockRead.of(block) for block in page_of(attached, page)]
+
+
+@router.get("/blocks/{block_label:path}/history", response_model=list[BlockHistoryEntry])
+async def agent_block_history(
+    agent_id: AgentId,
+    block_label: str,
+    tx: TransactionDep,
+    limit: HistoryLimit = 50,
+    before: VersionBound = None,
+    after: VersionBound = None,
+    format: HistoryFormat = "full",
+) -> list[BlockHistoryEntry]:
+    """The history of the agent's block with this label (as GET /v1/blocks/{block_id}/history).
+    Declared before the by-label routes: a label may itself contain '/'."""
+    async with tx() as session:
+        block = await agents.block_by_label(session, agent_id, block_label)
+        return await history.history(session, block.id, limit=limit, before=before, after=after, as_diff=format == "diff")
 
 
 @router.get("/blocks/{block_label:path}", response_model=BlockRead)

@@ -13,6 +13,7 @@ from memvm.db.pagination import PageRequest
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
+from memvm.memory.rules import MAX_VERSION
 
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
@@ -38,6 +39,12 @@ def _if_match(if_match: Annotated[str | None, Header(description='Expected block
 
 
 IfMatchDep = Annotated[int | None, Depends(_if_match)]
+# Block history pages (by block id and by an agent's label).
+HistoryFormat = Annotated[Literal["full", "diff"], Query(description="diff: the value as a unified diff")]
+HistoryLimit = Annotated[int, Query(ge=1, le=1000)]
+VersionBound = Annotated[
+    int | None, Query(ge=0, le=MAX_VERSION, description="A version: entries below (before) or above (after) it.")
+]
 
 
 def page_params(default_limit: int, default_order: Literal["asc", "desc"]) -> Callable[..., PageRequest]:

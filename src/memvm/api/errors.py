@@ -4,10 +4,14 @@ import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError
+from starlette.exceptions import HTTPException
 
+from memvm.api.storable import MAX_JSON_DEPTH
 from memvm.errors import (
     Busy,
     Conflict,
@@ -42,10 +46,40 @@ STATUS_OF = {
 _NO_RETRY = {"x-should-retry": "false"}
 
 
+class ErrorBody(BaseModel):
+    """What every error answer carries: `detail` says what is wrong and how to fix it; `problems`
+    lists every reason when there are several (agent-file import)."""
+
+    detail: str
+    problems: list[str] | None = None
+
+
+def _documented(description: str) -> dict[str, Any]:
+    return {"model": ErrorBody, "description": description}
+
+
+# The error answers of the authenticated routes (main.py), as /openapi.json documents them: the
+# statuses of STATUS_OF, the handlers below and the body cap (api/limits.py), in one shape. The 422
+# replaces FastAPI's default HTTPValidationError, whose `detail` is a list: memvm's is a sentence.
+RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: _documented("Input the schema cannot rule out: malformed JSON, an unknown name, bad source code, …"),
+    401: _documented("No API key, or an unknown or revoked one."),
+    403: _documented("The key may not do this: the admin API with an organization's key, editing a built-in tool."),
+    404: _documented("No such object in the caller's organization."),
+    409: _documented("The request clashes with the current state: a duplicate name, a turn already running, a pending approval."),
+    412: _documented("If-Match names a block version that is no longer current."),
+    413: _documented("The request body is over MEMVM_MAX_REQUEST_BYTES (MEMVM_MAX_AGENT_FILE_BYTES for imports)."),
+    422: _documented("Invalid request, or a block value over its limit; `detail` names the field and the reason."),
+    502: _documented("The model provider failed outside a turn (e.g. summarize)."),
+    503: _documented("The database connection was lost, or the server cannot do this as configured; retry after `retry-after`."),
+}
+
+
 def install(app: FastAPI) -> None:
     # The decorator form: Starlette's add_exception_handler is typed for handlers of any Exception.
     app.exception_handler(DomainError)(_domain_error)
     app.exception_handler(RequestValidationError)(_validation_error)
+    app.exception_handler(HTTPException)(_http_error)
     app.exception_handler(DBAPIError)(_database_error)
     app.exception_handler(Exception)(_unexpected_error)
 
@@ -72,9 +106,23 @@ async def _validation_error(request: Request, error: RequestValidationError) -> 
     return JSONResponse({"detail": f"Invalid request: {detail}"}, status_code=422, headers=_NO_RETRY)
 
 
+async def _http_error(request: Request, error: HTTPException) -> Response:
+    """FastAPI's own errors, with the reason its body parser hides when it can say what to fix."""
+    cause = error.__cause__
+    if isinstance(cause, RecursionError):  # valid JSON, too deep for the parser (api/storable.py: deep but parsed)
+        detail = f"The request body is nested deeper than {MAX_JSON_DEPTH} levels of objects and arrays; send a flatter document."
+        return JSONResponse({"detail": detail}, status_code=422, headers=_NO_RETRY)
+    if isinstance(cause, UnicodeDecodeError):
+        byte = cause.object[cause.start]
+        detail = f"The request body is not valid UTF-8 (byte {byte:#04x} at position {cause.start}); send JSON in UTF-8."
+        return JSONResponse({"detail": detail}, status_code=400, headers=_NO_RETRY)
+    return await http_exception_handler(request, error)
+
+
 async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
-    """A connection the database dropped (restart, failover) fails one request, and the pool is
-    renewed: that is worth a retry, not a 500. Any other database error is a bug."""
+    """A connection the database dropped (restart, failover), or a database that cannot be reached
+    at all (stopped, starting up: db/engine.py marks these as disconnects too), fails the request and
+    the pool is renewed: that is worth a retry, not a 500. Any other database error is a bug."""
     if not error.connection_invalidated:
         return await _unexpected_error(request, error)
     log.warning("database connection lost on %s %s: %s", request.method, request.url.path, error.orig)

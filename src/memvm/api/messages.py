@@ -11,7 +11,7 @@ from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep
 from memvm.api.schemas import LettaMessage
-from memvm.api.sse import sse
+from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages import service
@@ -26,7 +26,7 @@ router = APIRouter(tags=["messages"])
 _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 
 
-@router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse)
+@router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse, responses=JSON_OR_EVENT_STREAM)
 async def send_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> Any:
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
     if body.stream_tokens and not body.streaming:
@@ -35,7 +35,7 @@ async def send_message(agent_id: AgentId, body: SendRequest, request: Request, c
     return _stream(events, ready, body) if body.streaming else await _collect(events)
 
 
-@router.post("/v1/agents/{agent_id}/messages/stream")
+@router.post("/v1/agents/{agent_id}/messages/stream", response_class=StreamingResponse, responses=EVENT_STREAM)
 async def stream_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> StreamingResponse:
     """Send messages and stream the turn as Server-Sent Events (one event per stored message). With
     `background: true` the turn runs on even if this connection drops; resume with POST

@@ -12,7 +12,7 @@ from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import TransactionDep, page_params
 from memvm.api.schemas import LettaMessage
-from memvm.api.sse import sse
+from memvm.api.sse import EVENT_STREAM, sse
 from memvm.db.pagination import PageRequest, page_of
 from memvm.ids import id_pattern
 from memvm.messages import service as messages
@@ -119,14 +119,17 @@ async def _letta(session: AsyncSession, agent_id: str, stored: list[Message]) ->
     return [letta for message in stored for letta in to_letta(message, agent_type=agent.agent_type, include_compaction=True)]
 
 
+_MAX_SEQ_ID = 2_147_483_647  # a run's event numbers are 32-bit integers
+
+
 class RunStreamRequest(BaseModel):
-    starting_after: int = Field(0, ge=0, description="Resume after this seq_id; 0 replays from the start.")
+    starting_after: int = Field(0, ge=0, le=_MAX_SEQ_ID, description="Resume after this seq_id; 0 replays from the start.")
     include_pings: bool = True
     poll_interval: float = Field(0.1, gt=0, le=5, description="Seconds between checks for new events.")
     batch_size: int = Field(100, ge=1, le=1000)
 
 
-@router.post("/v1/runs/{run_id}/stream")
+@router.post("/v1/runs/{run_id}/stream", response_class=StreamingResponse, responses=EVENT_STREAM)
 async def stream_run(
     run_id: RunId, request: Request, caller: CallerDep, tx: TransactionDep, body: RunStreamRequest | None = None
 ) -> StreamingResponse:

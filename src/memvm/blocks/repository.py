@@ -1,11 +1,13 @@
 """All block SQL."""
 
 from collections.abc import Sequence
+from datetime import datetime
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
+from memvm.db.dml import rows_affected
 from memvm.orm import AgentBlock, Block, BlockChange
 
 
@@ -37,7 +39,7 @@ def list_query(*, label: str | None, tags: Sequence[str], match_all_tags: bool, 
     return query
 
 
-def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor) -> None:
+def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor, restored_version: int | None = None) -> None:
     session.add(
         BlockChange(
             block_id=block.id,
@@ -46,6 +48,9 @@ def record_change(session: AsyncSession, block: Block, *, change: str, actor: Ac
             actor_type=actor.type,
             actor_id=actor.id,
             step_id=actor.step_id,
+            run_id=actor.run_id,
+            tool_call_id=actor.tool_call_id,
+            restored_version=restored_version,
             label=block.label,
             value=block.value,
             char_limit=block.char_limit,
@@ -54,3 +59,44 @@ def record_change(session: AsyncSession, block: Block, *, change: str, actor: Ac
             metadata_=block.metadata_,
         )
     )
+
+
+async def history_rows(
+    session: AsyncSession, block_id: str, *, limit: int, before: int | None, since: int | None
+) -> list[BlockChange]:
+    """Up to `limit` changes newest first, versions below `before` and from `since` up (inclusive)."""
+    query = select(BlockChange).where(BlockChange.block_id == block_id)
+    if before is not None:
+        query = query.where(BlockChange.version < before)
+    if since is not None:
+        query = query.where(BlockChange.version >= since)
+    return list(await session.scalars(query.order_by(BlockChange.version.desc()).limit(limit)))
+
+
+async def change_at(session: AsyncSession, block_id: str, version: int) -> BlockChange | None:
+    query = select(BlockChange).where(BlockChange.block_id == block_id, BlockChange.version == version)
+    return await session.scalar(query.order_by(BlockChange.id.desc()).limit(1))
+
+
+async def change_kinds(session: AsyncSession, block_id: str) -> list[tuple[int, str]]:
+    """(version, change) of every kept change, oldest first: what undo and redo replay."""
+    query = select(BlockChange.version, BlockChange.change).where(BlockChange.block_id == block_id)
+    return [(version, change) for version, change in await session.execute(query.order_by(BlockChange.version))]
+
+
+async def prune_history(session: AsyncSession, *, keep_versions: int | None, older_than: datetime | None) -> int:
+    """Drop changes beyond the newest `keep_versions` of each block, and changes older than
+    `older_than` except each live block's current version (a deleted block's history goes whole)."""
+    pruned = 0
+    if keep_versions is not None:
+        ranked = select(
+            BlockChange.id,
+            func.row_number().over(partition_by=BlockChange.block_id, order_by=BlockChange.version.desc()).label("rank"),
+        ).subquery()
+        stale = select(ranked.c.id).where(ranked.c.rank > keep_versions)
+        pruned += await rows_affected(session, delete(BlockChange).where(BlockChange.id.in_(stale)))
+    if older_than is not None:
+        current = select(Block.id).where(Block.id == BlockChange.block_id, Block.version == BlockChange.version).exists()
+        old = delete(BlockChange).where(BlockChange.created_at < older_than, ~current)
+        pruned += await rows_affected(session, old)
+    return pruned

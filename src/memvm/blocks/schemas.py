@@ -5,7 +5,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memvm.memory.rules import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT
+from memvm.memory.rules import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT, MAX_VERSION
 
 
 class BlockCreate(BaseModel):
@@ -73,3 +73,46 @@ class BlockRead(BaseModel):
             created_at=block.created_at,
             updated_at=block.updated_at,
         )
+
+
+class HistoryActor(BaseModel):
+    """Who made a change: an API key (`id` is the key's) or the local/admin caller, or an agent (`id`
+    is the agent's) in a run's step, through one tool call."""
+
+    type: str
+    id: str | None
+    organization_id: str
+    run_id: str | None = None
+    step_id: str | None = None
+    tool_call_id: str | None = None
+
+
+class BlockHistoryEntry(BaseModel):
+    version: int
+    change: str = Field(description="create | update | undo | redo | restore | delete")
+    created_at: datetime
+    changed_fields: list[str] = Field(description="API field names; every field for a create.")
+    old: dict[str, Any] | None = Field(description="The changed fields before (null for a create).")
+    new: dict[str, Any] = Field(description="The changed fields after (for a delete: the last state).")
+    diff: str | None = Field(None, description="format=diff: the value's unified diff (old/new then omit value).")
+    restored_version: int | None = Field(None, description="undo, redo, restore: the version brought back.")
+    actor: HistoryActor
+
+
+class BlockVersionRead(BaseModel):
+    """The block as it was at one version."""
+
+    block_id: str
+    version: int
+    change: str
+    label: str
+    value: str
+    limit: int
+    description: str | None
+    read_only: bool
+    metadata: dict[str, Any]
+    created_at: datetime
+
+
+class RestoreRequest(BaseModel):
+    version: int = Field(ge=1, le=MAX_VERSION, description="The version whose content comes back.")

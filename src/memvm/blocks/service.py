@@ -103,15 +103,24 @@ async def lock_block(session: AsyncSession, block_id: str) -> Block:
     return block
 
 
-async def apply_changes(session: AsyncSession, block: Block, requested: dict[str, Any], *, actor: Actor) -> Block:
+async def apply_changes(
+    session: AsyncSession,
+    block: Block,
+    requested: dict[str, Any],
+    *,
+    actor: Actor,
+    change: str = "update",
+    restored_version: int | None = None,
+) -> Block:
     """Write API-named field changes to a block the caller has locked: rules, version bump,
-    history row, and a recompile of every agent that shows the block."""
+    history row, and a recompile of every agent that shows the block. An update that changes
+    nothing is not a version; an undo, redo or restore always is (it moves the undo position)."""
     try:
         changes = _validated_changes(block, requested)
     except InvalidInput:
         metrics.BLOCK_WRITES.labels("refused_invalid").inc()  # over the limit, a bad label, …
         raise
-    if not changes:
+    if not changes and change == "update":
         return block
     agent_ids = await repository.attached_agent_ids(session, block.id)
     if "label" in changes:
@@ -121,7 +130,7 @@ async def apply_changes(session: AsyncSession, block: Block, requested: dict[str
     block.version += 1
     clash = f"Label {block.label!r} is already used by another block of an agent this block is attached to."
     await flush_or_conflict(session, "uq_agent_block_agent_id_label", clash)
-    repository.record_change(session, block, change="update", actor=actor)
+    repository.record_change(session, block, change=change, actor=actor, restored_version=restored_version)
     metrics.BLOCK_WRITES.labels("written").inc()
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)

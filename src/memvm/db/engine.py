@@ -4,7 +4,8 @@ import time
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.engine import Dialect, ExceptionContext
+from sqlalchemy.exc import DBAPIError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
@@ -30,8 +31,44 @@ def build_engine(url: str, settings: Settings) -> AsyncEngine:
         max_overflow=settings.db_max_overflow,
         connect_args={"server_settings": SESSION_SETTINGS},
     )
+    report_unreachable_as_disconnect(engine)
     ping_idle_connections(engine, settings.db_idle_ping_seconds)
     return engine
+
+
+# SQLSTATEs that say the server is going or gone: class 08 (connection exception: asyncpg's
+# "connection was closed in the middle of operation" is 08003), admin shutdown (`pg_ctl stop`),
+# crash shutdown, and "the database system is starting up / shutting down" while connecting.
+_UNREACHABLE_SQLSTATES = ("08", "57P01", "57P02", "57P03")
+
+
+def report_unreachable_as_disconnect(engine: AsyncEngine) -> None:
+    """A database that cannot be reached (stopped, restarting, not up yet) fails the statement with a
+    DBAPIError whose `connection_invalidated` is set, like a pooled connection it dropped: the request
+    gets 503 with retry-after (api/errors.py) and the pool is renewed, never a 500.
+
+    Without this, a failed connect is either asyncpg's raw OSError (no socket, refused, reset, timed
+    out), which SQLAlchemy passes through unwrapped, or a DBAPIError not marked as a disconnect
+    ("the database system is shutting down"); the dialect only recognises a connection it saw close."""
+
+    @event.listens_for(engine.sync_engine, "do_connect")
+    def connect(dialect: Dialect, record: ConnectionPoolEntry, cargs: Any, cparams: Any) -> Any:
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except OSError as error:  # TimeoutError included
+            raise dialect.loaded_dbapi.OperationalError(f"cannot connect to the database: {error!r}", error) from error
+
+    @event.listens_for(engine.sync_engine, "handle_error")
+    def mark_disconnect(context: ExceptionContext) -> None:
+        error = context.original_exception
+        sqlstate = getattr(error, "sqlstate", None) or ""
+        if sqlstate.startswith(_UNREACHABLE_SQLSTATES) or isinstance(error.__cause__, OSError):
+            context.is_disconnect = True
+
+
+def database_unreachable(error: BaseException) -> bool:
+    """Whether `error` is the database going away (see report_unreachable_as_disconnect): worth a retry."""
+    return isinstance(error, DBAPIError) and error.connection_invalidated
 
 
 def ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
@@ -60,4 +97,6 @@ def build_sessionmaker(engine: AsyncEngine) -> async_sessionmaker[AsyncSession]:
 
 def build_lock_engine(url: str) -> AsyncEngine:
     """Unpooled: closing a connection is how a session-level advisory lock is always released."""
-    return create_async_engine(url, poolclass=NullPool)
+    engine = create_async_engine(url, poolclass=NullPool)
+    report_unreachable_as_disconnect(engine)
+    return engine

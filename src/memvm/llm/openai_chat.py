@@ -8,7 +8,9 @@ subclasses.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import json
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +27,7 @@ from memvm.llm.types import (
     ToolSpec,
     Usage,
 )
-from memvm.provider import PLACEHOLDER_API_KEY, ProviderCalls, RetryPolicy, Sleep, build_client
+from memvm.provider import PLACEHOLDER_API_KEY, MalformedResponse, ProviderCalls, RetryPolicy, Sleep, build_client
 
 # ---------------------------------------------------------------- request mapping
 
@@ -99,7 +101,20 @@ def _tool_calls(raw: Any) -> tuple[ToolCall, ...]:
     return tuple(calls)
 
 
+@contextmanager
+def _readable() -> Iterator[None]:
+    """A body or stream event that is not JSON: the SDK lets json.loads' error through."""
+    try:
+        yield
+    except json.JSONDecodeError as exc:
+        raise MalformedResponse(f"not JSON ({exc})") from exc
+
+
 def _completion(response: Any) -> Completion:
+    # A body that is JSON but not a chat completion: the SDK builds it unchecked (or, when the
+    # content type is not JSON, returns the text).
+    if not isinstance(getattr(response, "choices", None), list):
+        raise MalformedResponse(f"not a chat completion: {str(response)[:200]!r}")
     if not response.choices:
         return Completion(content=None, usage=_usage(getattr(response, "usage", None)))
     choice = response.choices[0]
@@ -197,7 +212,8 @@ class OpenAIChatModel:
         kwargs = _request_kwargs(request)
 
         async def call() -> Completion:
-            return _completion(await self._client.chat.completions.create(**kwargs))
+            with _readable():
+                return _completion(await self._client.chat.completions.create(**kwargs))
 
         return await self._calls.run(request.model, call)
 
@@ -210,7 +226,8 @@ class OpenAIChatModel:
             # handed out and a retry would repeat them.
             stream = await self._client.chat.completions.create(**kwargs)
             try:
-                return stream, await anext(stream)
+                with _readable():
+                    return stream, await anext(stream)
             except StopAsyncIteration:
                 return stream, None
             except BaseException:
@@ -220,13 +237,14 @@ class OpenAIChatModel:
         stream, first = await self._calls.run(request.model, open_stream)
         assembler = _StreamAssembler()
         try:
-            if first is not None:
-                if piece := assembler.add(first):
-                    yield TextDelta(piece)
-                async for chunk in stream:
-                    if piece := assembler.add(chunk):
+            with _readable():
+                if first is not None:
+                    if piece := assembler.add(first):
                         yield TextDelta(piece)
-        except openai.APIError as exc:
+                    async for chunk in stream:
+                        if piece := assembler.add(chunk):
+                            yield TextDelta(piece)
+        except (openai.APIError, MalformedResponse) as exc:
             raise self._calls.error(request.model, exc, attempts=1, mid_stream=True) from exc
         finally:
             await stream.close()

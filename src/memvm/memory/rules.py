@@ -6,6 +6,7 @@ from memvm.errors import InvalidInput, LimitExceeded
 
 DEFAULT_BLOCK_LIMIT = 100_000
 MAX_BLOCK_LIMIT = 2_147_483_647  # the column is a 32-bit integer
+MAX_VERSION = 2_147_483_647  # block versions are 32-bit integers too: no version is above it
 MAX_LABEL_LENGTH = 100
 
 DEFAULT_DESCRIPTIONS = {

@@ -54,14 +54,18 @@ class BlockChange(TenantOwned, Base):
     """
 
     __tablename__ = "block_change"
+    __table_args__ = (Index("ix_block_change_block_id_version", "block_id", "version"),)
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
     block_id: Mapped[str] = mapped_column(String, index=True)
     version: Mapped[int] = mapped_column(Integer)
-    change: Mapped[str] = mapped_column(String)  # create | update | delete
+    change: Mapped[str] = mapped_column(String)  # create | update | undo | redo | restore | delete
     actor_type: Mapped[str] = mapped_column(String)  # api | agent
     actor_id: Mapped[str | None] = mapped_column(String)
     step_id: Mapped[str | None] = mapped_column(String)
+    run_id: Mapped[str | None] = mapped_column(String)
+    tool_call_id: Mapped[str | None] = mapped_column(String)
+    restored_version: Mapped[int | None] = mapped_column(Integer)  # undo | redo | restore: the version brought back
     label: Mapped[str] = mapped_column(Text)
     value: Mapped[str] = mapped_column(Text)
     char_limit: Mapped[int] = mapped_column(Integer)

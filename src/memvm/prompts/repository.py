@@ -13,8 +13,11 @@ MAX_LISTED_TAGS = 100
 
 
 async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[Agent]:
-    """In id order, so concurrent recompiles of overlapping agent sets cannot deadlock."""
-    query = select(Agent).where(Agent.id.in_(agent_ids)).order_by(Agent.id).with_for_update()
+    """In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
+    UPDATE (a recompile changes no key): it does not wait for the key-share locks that inserting a
+    message takes on its agent, so a turn that stored its step's messages and then edits a shared
+    block cannot deadlock with a block write recompiling that agent (blocks first, then agents)."""
+    query = select(Agent).where(Agent.id.in_(agent_ids)).order_by(Agent.id).with_for_update(key_share=True)
     return list(await session.scalars(query.execution_options(populate_existing=True)))
 
 

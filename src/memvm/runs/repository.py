@@ -85,5 +85,20 @@ async def fail_running(session: AsyncSession, agent_id: str) -> list[str]:
     return list(await session.scalars(query))
 
 
+async def fail_queued(session: AsyncSession, run_id: str) -> bool:
+    """Mark a run still `created` failed (the caller knows no process will start it)."""
+    query = (
+        update(Run)
+        .where(Run.id == run_id, Run.status == "created")
+        .values(status="failed", stop_reason="error", completed_at=func.now())
+        .returning(Run.id)
+    )
+    return (await session.scalar(query)) is not None
+
+
 async def running_runs(session: AsyncSession) -> list[Run]:
     return list(await session.scalars(select(Run).where(Run.status == "running")))
+
+
+async def queued_runs(session: AsyncSession) -> list[Run]:
+    return list(await session.scalars(select(Run).where(Run.status == "created")))

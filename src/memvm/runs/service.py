@@ -38,11 +38,11 @@ async def start_run(session: AsyncSession, agent_id: str, *, request_config: dic
 
 
 async def queue_run(
-    session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], callback_url: str | None = None
+    session: AsyncSession, run_id: str, agent_id: str, *, request_config: dict[str, Any], callback_url: str | None = None
 ) -> Run:
     """A background run, `created` until its turn starts."""
     run = Run(
-        id=new_id("run"),
+        id=run_id,
         agent_id=agent_id,
         status="created",
         request_config=request_config,
@@ -63,6 +63,15 @@ async def fail_orphans(session: AsyncSession, agent_id: str) -> list[str]:
 
 async def running_runs(session: AsyncSession) -> list[Run]:
     return await repository.running_runs(session)
+
+
+async def queued_runs(session: AsyncSession) -> list[Run]:
+    return await repository.queued_runs(session)
+
+
+async def fail_queued(session: AsyncSession, run_id: str) -> bool:
+    """A background run that never started and never will: the process that queued it is gone."""
+    return await repository.fail_queued(session, run_id)
 
 
 def record_event(session: AsyncSession, run_id: str, seq: int, payload: dict[str, Any]) -> None:

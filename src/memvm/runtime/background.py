@@ -1,7 +1,8 @@
 """Background turns: the send returns its run at once and the turn runs in this process, storing
 every event it streams (numbered) with the run. Any replica can then stream the run from a cursor:
 what is stored first, then what comes, until the run ends. A run left `running` by a process that
-died is failed by the next turn of its agent, or at start-up (runs.service.fail_orphans)."""
+died is failed by the next turn of its agent, or at start-up (runs.service.fail_orphans); one left
+`created` (queued behind a busy agent) is failed at start-up when no live process holds its claim."""
 
 import asyncio
 import logging
@@ -11,37 +12,62 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
+from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.db.engine import database_unreachable
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.errors import DomainError
+from memvm.ids import new_id
 from memvm.messages.schemas import SendRequest
 from memvm.orm import Run
 from memvm.runs import service as runs
 from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.send import send
-from memvm.runtime.turn_lock import agent_turn_lock
+from memvm.runtime.turn_lock import agent_turn_lock, claim_run, run_claimed
 
 log = logging.getLogger(__name__)
 CALLBACK_ATTEMPTS = 3
 CALLBACK_TIMEOUT_SECONDS = 5.0
+# Storing a run's end while the database is unreachable (restarting) is retried with these pauses
+# (about 5 minutes in all), so no run stays active once the database is back.
+END_RETRY_PAUSES = (0.5, 1.0, 2.0, *(5.0,) * 60)
 
 
 async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> Run:
-    """Queue the turn and return its run (`created`); the turn starts once it has the agent's lock."""
-    async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        await agents.get_agent(session, agent_id)
-        run = await runs.queue_run(session, agent_id, request_config=request.run_config(), callback_url=request.callback_url)
-    task = asyncio.create_task(_run(deps, caller, agent_id, request, run.id))
+    """Queue the turn and return its run (`created`); the turn starts once it has the agent's lock.
+    This process claims the run before storing it and holds the claim until the run has ended."""
+    run_id = new_id("run")
+    claim = await claim_run(deps.lock_engine, run_id)
+    try:
+        async with transaction(deps.sessionmaker, caller.organization_id) as session:
+            await agents.get_agent(session, agent_id)
+            config, callback = request.run_config(), request.callback_url
+            run = await runs.queue_run(session, run_id, agent_id, request_config=config, callback_url=callback)
+    except BaseException:
+        await asyncio.shield(claim.close())
+        raise
+    task = asyncio.create_task(_run(deps, caller, agent_id, request, run.id, claim))
     deps.background.add(task)
     task.add_done_callback(deps.background.discard)
     return run
 
 
-async def _run(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str) -> None:
+async def _run(
+    deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str, claim: AsyncConnection
+) -> None:
+    try:
+        await _turn(deps, caller, agent_id, request, run_id)
+    finally:
+        await asyncio.shield(claim.close())  # the run has ended (or this process is stopping)
+    if request.callback_url:
+        await _call_back(deps, caller, run_id, request.callback_url)
+
+
+async def _turn(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str) -> None:
     seq, last_stop = 0, None
     try:
         async with aclosing(send(deps, caller, agent_id, request, run_id)) as events:
@@ -53,14 +79,29 @@ async def _run(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRe
                 async with transaction(deps.sessionmaker, caller.organization_id) as session:
                     runs.record_event(session, run_id, seq, {**event, "seq_id": seq})
     except DomainError as error:  # before the turn began: busy agent, pending approval, bad input
-        await _end_unstarted(deps, caller, run_id, seq, "error", error.message)
-    except Exception:
+        await _end(deps, caller, run_id, seq, "error", error.message)
+    except Exception as error:
         log.exception("background run %s failed", run_id)
-        await _end_unstarted(deps, caller, run_id, seq, "error", "The run failed with an internal error.")
+        lost = database_unreachable(error)
+        reason = "The run stopped: the database connection was lost." if lost else "The run failed with an internal error."
+        await _end(deps, caller, run_id, seq, "error", reason)
     else:
-        await _end_unstarted(deps, caller, run_id, seq, last_stop or "end_turn", None)
-    if request.callback_url:
-        await _call_back(deps, caller, run_id, request.callback_url)
+        await _end(deps, caller, run_id, seq, last_stop or "end_turn", None)
+
+
+async def _end(deps: RuntimeDeps, caller: Caller, run_id: str, seq: int, stop_reason: str, error: str | None) -> None:
+    """_end_unstarted, retried while the database is unreachable: a run whose turn failed because the
+    database went away (so the turn could not store its end either) ends once the database is back."""
+    for pause in END_RETRY_PAUSES:
+        try:
+            return await _end_unstarted(deps, caller, run_id, seq, stop_reason, error)
+        except Exception as failure:
+            if not database_unreachable(failure):
+                raise
+            reason = getattr(failure, "orig", failure)
+            log.warning("background run %s: cannot store its end yet (%s); retrying in %g s", run_id, reason, pause)
+        await asyncio.sleep(pause)
+    log.error("background run %s: gave up storing its end; the next start-up fails it", run_id)
 
 
 async def _call_back(deps: RuntimeDeps, caller: Caller, run_id: str, url: str) -> None:
@@ -121,10 +162,16 @@ async def follow(
 
 async def fail_orphaned_runs(deps: RuntimeDeps) -> int:
     """At start-up: runs left `running` whose agent's turn lock is free were run by a process that
-    is gone; fail them so clients polling them get an answer."""
+    is gone, and so were runs left `created` whose claim is free; fail them so clients polling them
+    get an answer."""
     async with transaction(deps.sessionmaker, ALL_ORGANIZATIONS) as session:
         running = [(run.organization_id, run.agent_id) for run in await runs.running_runs(session)]
+        queued = [(run.organization_id, run.id) for run in await runs.queued_runs(session)]
     failed = 0
+    for organization_id, run_id in queued:
+        if not await run_claimed(deps.lock_engine, run_id):
+            async with transaction(deps.sessionmaker, organization_id) as session:
+                failed += await runs.fail_queued(session, run_id)
     for organization_id, agent_id in dict.fromkeys(running):
         try:
             async with (

@@ -30,8 +30,9 @@ class RuntimeDeps:
     provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
     background: set["asyncio.Task[None]"] = field(default_factory=set)  # background turns of this process
 
-    def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[None]:
-        """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow."""
+    def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[asyncio.Event]:
+        """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow; the
+        event is set if the lock is lost."""
         return agent_turn_lock(
             self.lock_engine, organization_id, agent_id, timeout_seconds=self.settings.turn_lock_timeout_seconds
         )

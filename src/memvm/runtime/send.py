@@ -33,14 +33,14 @@ async def send(
 ) -> AsyncGenerator[dict[str, Any], None]:
     """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is
     exhausted or closed. `run_id`: a background run created when the send was queued."""
-    async with deps.turn_lock(caller.organization_id, agent_id):
+    async with deps.turn_lock(caller.organization_id, agent_id) as lock_lost:
         replayed = await _stored_result(deps, caller, agent_id, request)
         if replayed is not None:
             yield ready()
             for event in replayed:
                 yield event
             return
-        turn = await Turn.start(deps, caller, agent_id, request, run_id)
+        turn = await Turn.start(deps, caller, agent_id, request, run_id, lock_lost)
         yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:

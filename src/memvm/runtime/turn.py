@@ -57,6 +57,7 @@ from memvm.runtime.tools.executor import execute_all
 from memvm.runtime.tools.inputs import embed_tool_inputs
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, agent_state, wants_network
+from memvm.runtime.turn_lock import TurnLockLost
 from memvm.runtime.usage import StepMeter, Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
@@ -87,6 +88,7 @@ class Turn:
     failed_step: Step | None = None  # a model call that failed: recorded when the run finishes
     clock: RunClock = field(default_factory=RunClock)
     cancelled: asyncio.Event = field(default_factory=asyncio.Event)  # set when the run is asked to stop
+    lock_lost: asyncio.Event = field(default_factory=asyncio.Event)  # set if the turn lock's connection ended
     usage: Usage = field(default_factory=Usage)
     invalid_streak: int = 0
     last_prompt_tokens: int = 0
@@ -94,7 +96,15 @@ class Turn:
     embedding: EmbeddingModel | None = None
 
     @classmethod
-    async def start(cls, deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str | None) -> "Turn":
+    async def start(
+        cls,
+        deps: RuntimeDeps,
+        caller: Caller,
+        agent_id: str,
+        request: SendRequest,
+        run_id: str | None,
+        lock_lost: asyncio.Event | None = None,
+    ) -> "Turn":
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
             agent = await agents.get_agent(session, agent_id)
             answers = answers_to_pending(agent, request)
@@ -125,6 +135,7 @@ class Turn:
             ),
             answers=answers,
             cancelled=deps.cancels.watch(run.id),
+            lock_lost=lock_lost or asyncio.Event(),
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
             custom_calls=CustomCalls(
@@ -157,6 +168,9 @@ class Turn:
                 if step_end is not None and step_end.stop_reason is not None:
                     stop_reason, error = step_end.stop_reason, step_end.error
                     break
+        except TurnLockLost as lost:
+            log.warning("turn %s of agent %s stopped: %s", self.run_id, self.agent.id, lost)
+            stop_reason, error = "error", str(lost)
         except Exception:
             log.exception("turn %s of agent %s failed", self.run_id, self.agent.id)
             stop_reason, error = "error", "The turn failed with an internal error; the server log has the details."
@@ -301,6 +315,11 @@ class Turn:
         client's approval), every tool call's effects and result, and the heartbeat that hands
         control back. Calls that must wait for the client are recorded on the agent instead of
         run. Returns what the client is shown and the stop reason (None: take another step)."""
+        if self.lock_lost.is_set():
+            raise TurnLockLost(
+                "The turn lost its lock on the agent (the database connection was lost) and stored nothing of its last "
+                "step; another turn of this agent may have started since. Send again."
+            )
         step_id = new_id("step")
         base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
@@ -313,7 +332,7 @@ class Turn:
             context = ToolContext(
                 session,
                 self.agent.id,
-                Actor("agent", self.agent.id, step_id),
+                Actor("agent", self.agent.id, step_id, run_id=self.run_id),
                 message_id=head[-1].id if self.answers is None else (self.agent.pending_approval or {}).get("id"),
                 run_id=self.run_id,
                 timezone=self.agent.timezone,

@@ -208,6 +208,29 @@ async def test_server_errors_exhaust_the_retry_budget(llm, model, sleeps):
     assert len(llm.requests) == 3 and len(sleeps) == 2
 
 
+@pytest.mark.parametrize("body", ['{"id": "chatcmpl-1", "choi', "<html>Bad Gateway</html>", "{}", '{"choices": null}'])
+async def test_a_malformed_body_is_retried_like_a_server_error(llm, model, sleeps, body):
+    llm.malformed(body).reply("readable")
+    assert (await model.complete(ask())).content == "readable"
+    assert len(llm.requests) == 2 and len(sleeps) == 1
+
+
+async def test_malformed_bodies_exhaust_the_retry_budget(llm, model, sleeps):
+    for _ in range(3):
+        llm.malformed()
+    with pytest.raises(LLMUnavailable, match=f"{MODEL}.*malformed response after 3 attempts: not JSON"):
+        await model.complete(ask())
+
+
+async def test_a_malformed_stream_event_raises_without_retry(llm, model):
+    llm.malformed('{"choices": [{"delta": {"content": "lo').default("should not be asked")
+    received = []
+    with pytest.raises(LLMUnavailable, match=f"{MODEL}.*malformed response while streaming"):
+        async for event in model.stream(ask()):
+            received.append(event)
+    assert received == [TextDelta("Hel")] and len(llm.requests) == 1
+
+
 @pytest.mark.parametrize(
     ("header", "expected"),
     [({"Retry-After": "2"}, 2.0), ({"Retry-After": "600"}, 8.0), ({"retry-after-ms": "1500"}, 1.5)],

@@ -3,6 +3,7 @@
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, get_args, get_origin
 
 from memvm import metrics
@@ -77,8 +78,8 @@ async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> 
     except ValueError as error:
         return ToolOutcome.invalid(str(error))
     try:
-        async with ctx.session.begin_nested():
-            message = await HANDLERS[call.name](ctx, **arguments)
+        async with ctx.session.begin_nested():  # the call's id goes into the history of what it changes
+            message = await HANDLERS[call.name](replace(ctx, actor=replace(ctx.actor, tool_call_id=call.id)), **arguments)
     except DomainError as error:
         return ToolOutcome("error", error.message, heartbeat=heartbeat)
     return ToolOutcome("success", clip(message, RETURN_CHAR_LIMIT), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)

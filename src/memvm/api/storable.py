@@ -1,0 +1,92 @@
+"""Input memvm cannot store, refused before a route runs, with a 422 that names where it is:
+
+- a NUL character (U+0000, which PostgreSQL's `text` and `jsonb` cannot hold) or a lone surrogate
+  (U+D800–U+DFFF outside a pair, which has no UTF-8 form), anywhere in the path, the query string or
+  a JSON body, keys included;
+- a JSON body nested deeper than MAX_JSON_DEPTH objects and arrays, which could be parsed but not
+  written back out (to the database's `jsonb` or to a response) without exhausting the stack.
+
+Without this check such input gets as far as the database and fails there, as a 500, after the route
+may already have called a model. One rule for every route rather than a validator on every field:
+free-form fields (`metadata`, tool arguments, `json_schema`) are dicts of anything, and a new field
+cannot forget it."""
+
+import re
+from typing import Any
+
+from fastapi import Request
+from fastapi.exceptions import RequestValidationError
+
+MAX_JSON_DEPTH = 100
+# Only in these escapes can a JSON body carry such a character (a raw control character or invalid
+# UTF-8 is already malformed JSON, a 400). Bodies with none, and too few brackets to nest too deep
+# (most bodies), are not walked.
+_SUSPECT_ESCAPE = re.compile(rb"\\u(?:0000|[dD][89a-fA-F])")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+async def storable_input(request: Request) -> None:
+    problems = [
+        problem
+        for location, values in (("path", request.path_params.items()), ("query", request.query_params.multi_items()))
+        for name, value in values
+        if (problem := _problem(value, (location, name))) is not None
+    ]
+    if _is_json(request.headers.get("content-type", "")) and _suspect(await request.body()):
+        try:
+            body = await request.json()  # already parsed (and cached) by FastAPI for the route's body
+        except ValueError:
+            body = None  # not JSON: the route's own parsing says so
+        problems += _walk(body)
+    if problems:
+        raise RequestValidationError(problems)
+
+
+def _is_json(content_type: str) -> bool:
+    """FastAPI's rule for a JSON body: no content type, or a JSON one (not a multipart upload, which streams)."""
+    media_type = content_type.partition(";")[0].strip().lower()
+    return not media_type or media_type == "application/json" or media_type.endswith("+json")
+
+
+def _suspect(body: bytes) -> bool:
+    return body.count(b"{") + body.count(b"[") > MAX_JSON_DEPTH or _SUSPECT_ESCAPE.search(body) is not None
+
+
+def _walk(document: Any) -> list[dict[str, Any]]:
+    """Every string in a JSON document (keys too), and its depth, without recursion: a deep document
+    must not exhaust the stack here."""
+    problems: list[dict[str, Any]] = []
+    pending: list[tuple[Any, tuple[str | int, ...], int]] = [(document, ("body",), 0)]
+    while pending:
+        value, location, depth = pending.pop()
+        if isinstance(value, str):
+            problem = _problem(value, location)
+            if problem is not None:
+                problems.append(problem)
+        elif isinstance(value, dict | list) and depth == MAX_JSON_DEPTH:
+            message = f"nested deeper than {MAX_JSON_DEPTH} levels of objects and arrays; send a flatter document"
+            where = location if len(location) <= 6 else (*location[:5], "…")
+            problems.append({"type": "too_deep", "loc": where, "msg": message, "input": None})
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                problem = _problem(key, location, "a key")
+                if problem is not None:
+                    problems.append(problem)
+                pending.append((item, (*location, key), depth + 1))
+        elif isinstance(value, list):
+            pending.extend((item, (*location, index), depth + 1) for index, item in enumerate(value))
+    return problems
+
+
+def _problem(text: str, location: tuple[str | int, ...], subject: str = "the text") -> dict[str, Any] | None:
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return None
+    character = found.group()
+    what = "a NUL character (\\u0000)" if character == "\x00" else f"a lone surrogate (\\u{ord(character):04x})"
+    return {
+        "type": "unstorable_text",
+        "loc": location,
+        "msg": f"{subject} contains {what} at position {found.start()}, which cannot be stored; remove it",
+        "input": text,
+    }
