@@ -27,10 +27,13 @@ async def test_concurrent_sends_to_one_agent_run_one_after_the_other(client, llm
 async def test_busy_agent_gets_409_after_the_bounded_wait(settings, llm):
     async with app_client(settings.model_copy(update={"turn_lock_timeout_seconds": 0.2})) as client:
         agent = await create_agent(client, **MODEL)
-        llm.reply("slow answer", delay=1.5)
+        llm.reply("slow answer", delay=3.0)
 
         slow = asyncio.create_task(client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "one"}))
-        await asyncio.sleep(0.5)
+        for _ in range(1000):  # the first turn holds the lock once its model call is under way
+            if llm.requests:
+                break
+            await asyncio.sleep(0.01)
         busy = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "two"})
         done = await slow
 
