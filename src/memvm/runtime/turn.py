@@ -12,7 +12,6 @@ import logging
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -24,7 +23,6 @@ from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, ToolCall, ToolSpec
-from memvm.memory.tool_rules import ToolRules
 from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
@@ -39,29 +37,29 @@ from memvm.runtime.approvals import (
     answer_message,
     answered_outcome,
     answers_to_pending,
-    calls_json,
-    client_specs,
     pending_record,
     waiting_calls,
     without,
 )
 from memvm.runtime.compaction import CompactionError, compact
-from memvm.runtime.conversation import heartbeat_text, to_chat_all
+from memvm.runtime.conversation import to_chat_all
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.model_call import RunCancelled
 from memvm.runtime.models import AgentModel, resolve_model
 from memvm.runtime.policy import RuleTrack, StepEnd
+from memvm.runtime.step_rows import heartbeat, step_head
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute_all
 from memvm.runtime.tools.inputs import embed_tool_inputs
 from memvm.runtime.tools.outcome import ToolOutcome
-from memvm.runtime.tools.sandboxed import CustomCalls, CustomTool, agent_state, wants_network
+from memvm.runtime.tools.sandboxed import CustomCalls, agent_state, wants_network
 from memvm.runtime.turn_lock import TurnLockLost
+from memvm.runtime.turn_tools import turn_tools
 from memvm.runtime.usage import StepMeter, Usage
 from memvm.runtime.window import over_budget
 from memvm.tools import service as tools
-from memvm.tools.builtin import BUILTIN_SPECS, HEARTBEAT_AGENT_TYPES, with_heartbeat
+from memvm.tools.builtin import HEARTBEAT_AGENT_TYPES
 
 log = logging.getLogger(__name__)
 
@@ -114,12 +112,7 @@ class Turn:
             await runs.fail_orphans(session, agent_id)  # we hold the turn lock: no other run is running
             run = await runs.start_run(session, agent_id, request_config=request.run_config(), run_id=run_id)
         embedder = deps.embedders.for_handle(agent.embedding)
-        custom = {tool.name: CustomTool.of(tool) for tool in attached if tool.tool_type == tools.CUSTOM_TOOL_TYPE}
-        specs = [BUILTIN_SPECS[tool.name] if tool.name in BUILTIN_SPECS else custom[tool.name].spec for tool in attached]
-        specs += client_specs(request, [tool.name for tool in attached])
-        if agent.agent_type in HEARTBEAT_AGENT_TYPES:
-            specs = [with_heartbeat(spec) for spec in specs]
-        rules = ToolRules(agent.tool_rules)
+        offer = turn_tools(agent, attached, request)
         return cls(
             deps=deps,
             agent=agent,
@@ -127,12 +120,9 @@ class Turn:
             run_id=run.id,
             request=request,
             system_prompt=agent.compiled_system,
-            tool_specs=specs,
-            track=RuleTrack(rules, [spec.name for spec in specs]),
-            waiting=Waiting(
-                frozenset(t.name for t in attached if t.default_requires_approval or rules.requires_approval(t.name)),
-                frozenset(tool.name for tool in request.client_tools or ()),
-            ),
+            tool_specs=offer.specs,
+            track=offer.track,
+            waiting=offer.waiting,
             answers=answers,
             cancelled=deps.cancels.watch(run.id),
             lock_lost=lock_lost or asyncio.Event(),
@@ -140,7 +130,7 @@ class Turn:
             pending_inputs=request.input_messages(),
             custom_calls=CustomCalls(
                 deps.sandbox,
-                custom,
+                offer.custom,
                 env=agent.tool_secrets,
                 network=wants_network(agent.metadata_),
                 snapshot=lambda: agent_state(deps.sessionmaker, agent),
@@ -326,7 +316,7 @@ class Turn:
             if self.answers is not None:
                 head = [answer_message(self.agent.pending_approval or {}, self.answers, self.request.approval(), base)]
             else:
-                head = self._step_head(completion, waiting, base)
+                head = step_head(self.pending_inputs, completion, waiting, base, self.streamed_message_id)
             session.add_all(head)
             await session.flush()
             context = ToolContext(
@@ -354,21 +344,6 @@ class Turn:
         self.history.extend(to_chat_all(stored))
         return shown, stop_reason
 
-    def _step_head(self, completion: Completion, waiting: list[tuple[ToolCall, WaitKind]], base: dict[str, str]) -> list[Message]:
-        inputs = [
-            Message(id=new_id("message"), role=m.role, content=m.text, otid=m.otid, sender_id=m.sender_id, **base)
-            for m in self.pending_inputs
-        ]
-        assistant = Message(
-            id=self.streamed_message_id or new_id("message"),
-            role="assistant",
-            content=completion.content,
-            reasoning=completion.reasoning,
-            tool_calls=calls_json(completion, waiting) or None,
-            **base,
-        )
-        return [*inputs, assistant]
-
     async def _conclude(
         self,
         session: AsyncSession,
@@ -391,8 +366,7 @@ class Turn:
         decision = self.track.decide(self.agent.agent_type, ready, outcomes, self.invalid_streak)
         if decision.stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
             why = decision.nudge or policy.heartbeat_reason(outcomes)
-            reason = heartbeat_text(why, datetime.now(UTC).isoformat())
-            stored.append(Message(id=new_id("message"), role="user", kind="heartbeat", content=reason, **base))
+            stored.append(heartbeat(why, base))
             session.add(stored[-1])
         return decision.stop_reason
 
