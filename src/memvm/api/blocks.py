@@ -7,14 +7,12 @@ from memvm.agents.schemas import AgentRead
 from memvm.api.auth import CallerDep
 from memvm.api.deps import (
     BlockId,
-    HistoryFormat,
-    HistoryLimit,
+    HistoryPageDep,
     IfMatchDep,
     TransactionDep,
-    VersionBound,
-    etag,
     included_relations,
     page_params,
+    with_etag,
 )
 from memvm.blocks import history, service
 from memvm.blocks.schemas import BlockCreate, BlockHistoryEntry, BlockRead, BlockUpdate, BlockVersionRead, RestoreRequest
@@ -30,8 +28,7 @@ async def create_block(body: BlockCreate, caller: CallerDep, tx: TransactionDep,
     async with tx() as session:
         [block] = await service.create_blocks(session, [body], actor=caller.actor)
         view = BlockRead.of(block)
-    response.headers["ETag"] = etag(view.version)
-    return view
+    return with_etag(response, view)
 
 
 @router.get("/", response_model=list[BlockRead])
@@ -56,8 +53,7 @@ async def retrieve_block(block_id: BlockId, tx: TransactionDep, response: Respon
     """One block; the ETag carries its version."""
     async with tx() as session:
         view = BlockRead.of(await service.get_block(session, block_id))
-    response.headers["ETag"] = etag(view.version)
-    return view
+    return with_etag(response, view)
 
 
 @router.patch("/{block_id}", response_model=BlockRead)
@@ -67,8 +63,7 @@ async def update_block(
     """Edit a block; every agent it is attached to is recompiled. Honors If-Match."""
     async with tx() as session:
         view = BlockRead.of(await service.update_block(session, block_id, body, if_match=if_match, actor=caller.actor))
-    response.headers["ETag"] = etag(view.version)
-    return view
+    return with_etag(response, view)
 
 
 @router.delete("/{block_id}")
@@ -97,16 +92,13 @@ async def list_block_agents(
 async def block_history(
     block_id: BlockId,
     tx: TransactionDep,
-    limit: HistoryLimit = 50,
-    before: VersionBound = None,
-    after: VersionBound = None,
-    format: HistoryFormat = "full",
+    page: HistoryPageDep,
 ) -> list[BlockHistoryEntry]:
     """The block's changes, newest first: version, time, the fields that changed (old and new, or the
     value as a unified diff), and who made it (API key, or agent with run, step and tool call). A
     deleted block's history stays readable; its newest entry is the delete."""
     async with tx() as session:
-        return await history.history(session, block_id, limit=limit, before=before, after=after, as_diff=format == "diff")
+        return await history.history(session, block_id, page)
 
 
 @router.get("/{block_id}/versions/{version}", response_model=BlockVersionRead)
@@ -115,19 +107,7 @@ async def block_version(
 ) -> BlockVersionRead:
     """The block as it was at one version."""
     async with tx() as session:
-        row = await history.version_of(session, block_id, version)
-        return BlockVersionRead(
-            block_id=row.block_id,
-            version=row.version,
-            change=row.change,
-            label=row.label,
-            value=row.value,
-            limit=row.char_limit,
-            description=row.description,
-            read_only=row.read_only,
-            metadata=row.metadata_,
-            created_at=row.created_at,
-        )
+        return BlockVersionRead.of(await history.version_of(session, block_id, version))
 
 
 @router.post("/{block_id}/undo", response_model=BlockRead)
@@ -137,9 +117,8 @@ async def undo_block(
     """Bring back the content before the last edit, as an editor's undo does: a new version under the
     same lock, If-Match and limit rules as a PATCH (an old value over today's limit is a 422)."""
     async with tx() as session:
-        view = BlockRead.of(await history.undo(session, block_id, if_match=if_match, actor=caller.actor))
-    response.headers["ETag"] = etag(view.version)
-    return view
+        view = BlockRead.of(await history.walk(session, block_id, "undo", if_match=if_match, actor=caller.actor))
+    return with_etag(response, view)
 
 
 @router.post("/{block_id}/redo", response_model=BlockRead)
@@ -148,9 +127,8 @@ async def redo_block(
 ) -> BlockRead:
     """Bring back what the last undo took away; a new edit since then leaves nothing to redo."""
     async with tx() as session:
-        view = BlockRead.of(await history.redo(session, block_id, if_match=if_match, actor=caller.actor))
-    response.headers["ETag"] = etag(view.version)
-    return view
+        view = BlockRead.of(await history.walk(session, block_id, "redo", if_match=if_match, actor=caller.actor))
+    return with_etag(response, view)
 
 
 @router.post("/{block_id}/restore", response_model=BlockRead)
@@ -160,5 +138,4 @@ async def restore_block(
     """Bring back the content of `version`, with the same rules as undo; it counts as a new edit."""
     async with tx() as session:
         view = BlockRead.of(await history.restore(session, block_id, body.version, if_match=if_match, actor=caller.actor))
-    response.headers["ETag"] = etag(view.version)
-    return view
+    return with_etag(response, view)

@@ -8,13 +8,11 @@ from memvm.api.auth import CallerDep
 from memvm.api.deps import (
     AgentId,
     BlockId,
-    HistoryFormat,
-    HistoryLimit,
+    HistoryPageDep,
     IfMatchDep,
     TransactionDep,
-    VersionBound,
-    etag,
     page_params,
+    with_etag,
 )
 from memvm.blocks import history
 from memvm.blocks import service as blocks
@@ -39,16 +37,13 @@ async def agent_block_history(
     agent_id: AgentId,
     block_label: str,
     tx: TransactionDep,
-    limit: HistoryLimit = 50,
-    before: VersionBound = None,
-    after: VersionBound = None,
-    format: HistoryFormat = "full",
+    page: HistoryPageDep,
 ) -> list[BlockHistoryEntry]:
     """The history of the agent's block with this label (as GET /v1/blocks/{block_id}/history).
     Declared before the by-label routes: a label may itself contain '/'."""
     async with tx() as session:
         block = await agents.block_by_label(session, agent_id, block_label)
-        return await history.history(session, block.id, limit=limit, before=before, after=after, as_diff=format == "diff")
+        return await history.history(session, block.id, page)
 
 
 @router.get("/blocks/{block_label:path}", response_model=BlockRead)
@@ -56,8 +51,7 @@ async def retrieve_agent_block(agent_id: AgentId, block_label: str, tx: Transact
     """One of the agent's blocks, by label; the ETag carries its version."""
     async with tx() as session:
         block = BlockRead.of(await agents.block_by_label(session, agent_id, block_label))
-    response.headers["ETag"] = etag(block.version)
-    return block
+    return with_etag(response, block)
 
 
 @router.patch("/blocks/attach/{block_id}", response_model=AgentRead)
@@ -92,5 +86,4 @@ async def update_agent_block(
     async with tx() as session:
         block = await agents.block_by_label(session, agent_id, block_label)
         view = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match, actor=caller.actor))
-    response.headers["ETag"] = etag(view.version)
-    return view
+    return with_etag(response, view)

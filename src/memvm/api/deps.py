@@ -3,12 +3,13 @@
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from functools import partial
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol, TypeVar
 
-from fastapi import Depends, Header, Path, Query, Request
+from fastapi import Depends, Header, Path, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.api.auth import CallerDep
+from memvm.blocks.schemas import HistoryPage
 from memvm.db.pagination import PageRequest
 from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
@@ -40,11 +41,21 @@ def _if_match(if_match: Annotated[str | None, Header(description='Expected block
 
 IfMatchDep = Annotated[int | None, Depends(_if_match)]
 # Block history pages (by block id and by an agent's label).
-HistoryFormat = Annotated[Literal["full", "diff"], Query(description="diff: the value as a unified diff")]
-HistoryLimit = Annotated[int, Query(ge=1, le=1000)]
 VersionBound = Annotated[
     int | None, Query(ge=0, le=MAX_VERSION, description="A version: entries below (before) or above (after) it.")
 ]
+
+
+def _history_page(
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    before: VersionBound = None,
+    after: VersionBound = None,
+    format: Annotated[Literal["full", "diff"], Query(description="diff: the value as a unified diff")] = "full",
+) -> HistoryPage:
+    return HistoryPage(limit=limit, before=before, after=after, as_diff=format == "diff")
+
+
+HistoryPageDep = Annotated[HistoryPage, Depends(_history_page)]
 
 
 def page_params(default_limit: int, default_order: Literal["asc", "desc"]) -> Callable[..., PageRequest]:
@@ -68,5 +79,15 @@ def included_relations(request: Request, include: list[str] | None) -> set[str] 
     return set() if "x-stainless-package-version" in request.headers else None
 
 
-def etag(version: int) -> str:
-    return f'"{version}"'
+class Versioned(Protocol):
+    @property
+    def version(self) -> int: ...
+
+
+VersionedView = TypeVar("VersionedView", bound=Versioned)
+
+
+def with_etag(response: Response, view: VersionedView) -> VersionedView:
+    """Returns the view, with its version as the response's ETag (what If-Match is checked against)."""
+    response.headers["ETag"] = f'"{view.version}"'
+    return view

@@ -10,13 +10,13 @@ every agent that shows the block. History is never rewritten; only retention pru
 
 import difflib
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.blocks import repository
-from memvm.blocks.schemas import BlockHistoryEntry, HistoryActor
+from memvm.blocks.schemas import BlockHistoryEntry, HistoryActor, HistoryPage
 from memvm.blocks.service import apply_changes, check_version, lock_block
 from memvm.errors import InvalidInput, NotFound
 from memvm.memory.undo import Change, UndoStack
@@ -28,11 +28,9 @@ _FIELDS |= {"read_only": "read_only", "metadata": "metadata_"}
 _CONTENT = ("value", "description", "read_only", "metadata")
 
 
-async def history(
-    session: AsyncSession, block_id: str, *, limit: int, before: int | None, after: int | None, as_diff: bool
-) -> list[BlockHistoryEntry]:
-    """Newest first; `before`/`after` are versions bounding the page. A deleted block's history
-    stays readable (its last entry is the delete)."""
+async def history(session: AsyncSession, block_id: str, page: HistoryPage) -> list[BlockHistoryEntry]:
+    """Newest first. A deleted block's history stays readable (its last entry is the delete)."""
+    limit, before, after, as_diff = page.limit, page.before, page.after, page.as_diff
     rows = await repository.history_rows(session, block_id, limit=limit + 1, before=before, since=after)
     if not rows:
         if not await repository.history_rows(session, block_id, limit=1, before=None, since=None):
@@ -51,20 +49,19 @@ async def version_of(session: AsyncSession, block_id: str, version: int) -> Bloc
     return row
 
 
-async def undo(session: AsyncSession, block_id: str, *, if_match: int | None, actor: Actor) -> Block:
-    block = await _locked(session, block_id, if_match)
-    target = (await _stack(session, block_id)).undo_target()
-    if target is None:
-        raise InvalidInput(f"Block {block_id!r} has nothing to undo: it is at its oldest kept state.")
-    return await _bring_back(session, block, target, change="undo", actor=actor)
+_NOTHING_TO = {"undo": "it is at its oldest kept state", "redo": "no undo since its last edit"}
 
 
-async def redo(session: AsyncSession, block_id: str, *, if_match: int | None, actor: Actor) -> Block:
+async def walk(
+    session: AsyncSession, block_id: str, direction: Literal["undo", "redo"], *, if_match: int | None, actor: Actor
+) -> Block:
+    """Undo or redo, as an editor does; each is a new version."""
     block = await _locked(session, block_id, if_match)
-    target = (await _stack(session, block_id)).redo_target()
+    stack = await _stack(session, block_id)
+    target = stack.undo_target() if direction == "undo" else stack.redo_target()
     if target is None:
-        raise InvalidInput(f"Block {block_id!r} has nothing to redo: no undo since its last edit.")
-    return await _bring_back(session, block, target, change="redo", actor=actor)
+        raise InvalidInput(f"Block {block_id!r} has nothing to {direction}: {_NOTHING_TO[direction]}.")
+    return await _bring_back(session, block, target, change=direction, actor=actor)
 
 
 async def restore(session: AsyncSession, block_id: str, version: int, *, if_match: int | None, actor: Actor) -> Block:

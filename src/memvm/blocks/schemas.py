@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.memory.rules import DEFAULT_BLOCK_LIMIT, MAX_BLOCK_LIMIT, MAX_VERSION
+from memvm.orm import BlockChange
 
 
 class BlockCreate(BaseModel):
@@ -112,6 +113,30 @@ class BlockVersionRead(BaseModel):
     read_only: bool
     metadata: dict[str, Any]
     created_at: datetime
+
+    @classmethod
+    def of(cls, row: BlockChange) -> "BlockVersionRead":
+        return cls(
+            block_id=row.block_id,
+            version=row.version,
+            change=row.change,
+            label=row.label,
+            value=row.value,
+            limit=row.char_limit,
+            description=row.description,
+            read_only=row.read_only,
+            metadata=row.metadata_,
+            created_at=row.created_at,
+        )
+
+
+class HistoryPage(BaseModel):
+    """One page of a block's history, newest first: `before`/`after` are versions bounding it."""
+
+    limit: int
+    before: int | None
+    after: int | None
+    as_diff: bool  # the value as a unified diff instead of old and new
 
 
 class RestoreRequest(BaseModel):

@@ -158,7 +158,8 @@ async def get_tool(session: AsyncSession, tool_id: str) -> Tool:
 
 
 async def tools_by_name(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
-    found = {tool.name: tool for tool in await repository.by_names(session, names)}
+    """The tools `names` names, in that order; a name that is neither built-in nor the organization's is a 400."""
+    found = await tools_named(session, names)
     missing = [name for name in names if name not in found]
     if missing:
         known = ", ".join(sorted(BUILTIN_SPECS))
