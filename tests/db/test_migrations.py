@@ -2,34 +2,17 @@
 in the default organization, and built-in tools stay shared."""
 
 import asyncpg
-from alembic import command
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
-from memvm.db.migrate import alembic_config
-from tests.support.pg import admin_execute, asyncpg_dsn, with_database
+from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
 
 BEFORE_ORGANIZATIONS = "87555ae4a455"
-
-
-async def migrate(url: str, revision: str) -> None:
-    def upgrade(connection) -> None:
-        config = alembic_config()
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as connection:
-            await connection.run_sync(upgrade)
-    finally:
-        await engine.dispose()
 
 
 async def test_existing_rows_move_into_the_default_organization(server_url):
     await admin_execute(server_url, "CREATE DATABASE upgrade_with_data")
     url = with_database(server_url, "upgrade_with_data")
-    await migrate(url, BEFORE_ORGANIZATIONS)
+    await migrate_to(url, BEFORE_ORGANIZATIONS)
     db = await asyncpg.connect(**asyncpg_dsn(url))
     try:
         await db.execute(
@@ -45,7 +28,7 @@ async def test_existing_rows_move_into_the_default_organization(server_url):
             "INSERT INTO tool (id, name, tool_type, description, json_schema, tags)"
             " VALUES ('tool-1', 'send_message', 'letta_core', 'd', '{}', '{}')"
         )
-        await migrate(url, "head")
+        await migrate_to(url, "head")
         owners = {
             table: await db.fetchval(f"SELECT organization_id FROM {table}")
             for table in ("agent", "block", "agent_block", "tool")
@@ -70,7 +53,7 @@ BEFORE_AUTOCLEAR = "3c9a7d5e1f20"
 async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
     await admin_execute(server_url, "CREATE DATABASE upgrade_autoclear")
     url = with_database(server_url, "upgrade_autoclear")
-    await migrate(url, BEFORE_AUTOCLEAR)
+    await migrate_to(url, BEFORE_AUTOCLEAR)
     db = await asyncpg.connect(**asyncpg_dsn(url))
     try:
         await db.execute(
@@ -78,7 +61,7 @@ async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
             " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
             DEFAULT_ORGANIZATION_ID,
         )
-        await migrate(url, "head")
+        await migrate_to(url, "head")
         autoclear = await db.fetchval("SELECT message_buffer_autoclear FROM agent WHERE id = 'agent-1'")
         nullable = await db.fetchval(
             "SELECT is_nullable FROM information_schema.columns"
@@ -94,7 +77,7 @@ async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
 async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server_url):
     await admin_execute(server_url, "CREATE DATABASE upgrade_block_history")
     url = with_database(server_url, "upgrade_block_history")
-    await migrate(url, "9e4a1c6b2d87")  # before the history's run, tool call and restored version
+    await migrate_to(url, "9e4a1c6b2d87")  # before the history's run, tool call and restored version
     db = await asyncpg.connect(**asyncpg_dsn(url))
     try:
         await db.execute(
@@ -103,7 +86,7 @@ async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server
             " 'human', 'Ana', 100, false, '{}')",
             DEFAULT_ORGANIZATION_ID,
         )
-        await migrate(url, "head")
+        await migrate_to(url, "head")
         row = await db.fetchrow("SELECT version, value, step_id, run_id, tool_call_id, restored_version FROM block_change")
         indexed = await db.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_block_change_block_id_version'")
     finally:

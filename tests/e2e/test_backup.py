@@ -10,15 +10,12 @@ from pathlib import Path
 
 import asyncpg
 import httpx
-from alembic import command
 from alembic.script import ScriptDirectory
-from sqlalchemy import Connection
-from sqlalchemy.ext.asyncio import create_async_engine
 
 from memvm.backup import embedded_bin_dir
 from memvm.db.migrate import alembic_config
 from tests.e2e.test_access import memvm
-from tests.support.pg import admin_execute, asyncpg_dsn, with_database
+from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.serve import child_env, free_port, serve
 
@@ -151,20 +148,6 @@ async def scratch_database(server_url: str) -> str:
     name = f"backup_scratch_{os.getpid()}_{next(_scratch_numbers)}"
     await admin_execute(server_url, f"CREATE DATABASE {name}")
     return with_database(server_url, name)
-
-
-async def migrate_to(url: str, revision: str) -> None:
-    def upgrade(connection: Connection) -> None:
-        config = alembic_config()
-        config.attributes["connection"] = connection
-        command.upgrade(config, revision)
-
-    engine = create_async_engine(url)
-    try:
-        async with engine.begin() as connection:
-            await connection.run_sync(upgrade)
-    finally:
-        await engine.dispose()
 
 
 async def alembic_revision(url: str) -> str:

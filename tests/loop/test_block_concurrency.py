@@ -190,3 +190,39 @@ async def test_a_block_write_does_not_wait_for_a_turn_that_stored_messages_of_an
     assert response.status_code == 200 and response.json()["version"] == 2
     shown = await client.get(f"/v1/agents/{agent['id']}/core-memory/blocks/{LABEL}")
     assert shown.json()["value"] == "edited"
+
+
+async def test_a_step_editing_its_own_block_then_a_shared_one_does_not_deadlock_with_a_block_write(client, llm, db):
+    """One step, two tool edits: the agent's own block (which recompiles the agent), then a shared block
+    that a PATCH holds. The PATCH, having locked the shared block, goes on to lock the agents it
+    recompiles. Had the step locked its agent at the first edit, each would wait for the other: a
+    deadlock, and an error for one of them. The step recompiles once, after its last block lock."""
+    shared = await create_block(client, label=LABEL, value="start")
+    agent = await create_agent(client, **MODEL, block_ids=[shared["id"]])
+    calls = [
+        ("memory_insert", {"label": "human", "new_string": "likes tea"}),
+        ("memory_insert", {"label": LABEL, "new_string": "x"}),
+    ]
+    llm.reply(tool_calls=calls).reply("done")
+    patch = db.transaction()
+    await patch.start()
+    try:
+        await db.execute("SET LOCAL lock_timeout = '10s'")
+        await db.execute("SELECT 1 FROM block WHERE id = $1 FOR UPDATE", shared["id"])
+        turn = asyncio.create_task(client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "remember"}))
+        for _ in range(500):  # until the step waits for the shared block
+            if await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the step never reached the shared block")
+        await db.execute("SELECT 1 FROM agent WHERE id = $1 FOR NO KEY UPDATE", agent["id"])  # the PATCH's recompile
+    finally:
+        await patch.rollback()
+    response = await asyncio.wait_for(turn, 10)
+
+    assert response.status_code == 200, response.text
+    returns = [m for m in response.json()["messages"] if m["message_type"] == "tool_return_message"]
+    assert [m["status"] for m in returns] == ["success", "success"]
+    compiled = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+    assert "likes tea" in compiled and "start\nx" in compiled  # recompiled once, with both edits

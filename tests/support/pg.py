@@ -6,7 +6,12 @@ import os
 import tempfile
 
 import asyncpg
+from alembic import command
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from memvm.db.migrate import alembic_config
 
 # The migrated database every test database is cloned from (CREATE DATABASE ... TEMPLATE).
 TEMPLATE_DB = "memvm_template"
@@ -76,3 +81,19 @@ class PgProxy:
             await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
         finally:
             self._writers -= {client_writer, server_writer}
+
+
+async def migrate_to(url: str, revision: str) -> None:
+    """Upgrade the database at `url` to an Alembic revision (tests that start from an older schema)."""
+
+    def upgrade(connection: Connection) -> None:
+        config = alembic_config()
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as connection:
+            await connection.run_sync(upgrade)
+    finally:
+        await engine.dispose()

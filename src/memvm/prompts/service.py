@@ -1,7 +1,8 @@
 """Compiling and storing agents' system prompts; called in the same transaction as every
 prompt-affecting change, so a stored prompt is never stale."""
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from importlib.resources import files
 
@@ -11,6 +12,8 @@ from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
 from memvm.orm import Agent, Block
 from memvm.prompts import repository
+
+_DEFERRED_RECOMPILES = "memvm.recompiles_at_end"  # session.info key: agent ids to recompile at the end
 
 DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 
@@ -34,10 +37,29 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
     return await repository.blocks_in_prompt_order(session, agent_ids)
 
 
+@asynccontextmanager
+async def recompiles_at_end(session: AsyncSession) -> AsyncIterator[None]:
+    """Inside, recompiles are collected and run once when the block ends: the agents are locked
+    after every block the block's writes locked, in the order a block PATCH locks them (blocks,
+    then agents). A turn's step that edits its own block and then a shared one would otherwise hold
+    its agent while waiting for the shared block that a PATCH holds while waiting for the agent."""
+    pending: set[str] = set()
+    session.info[_DEFERRED_RECOMPILES] = pending
+    try:
+        yield
+    finally:
+        del session.info[_DEFERRED_RECOMPILES]
+    await recompile_agents(session, pending)
+
+
 async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> None:
     """Lock the agents, then compile from the blocks as they are now and store the result."""
     ids = sorted(set(agent_ids))
     if not ids:
+        return
+    deferred = session.info.get(_DEFERRED_RECOMPILES)
+    if deferred is not None and not keep_timestamp:
+        deferred.update(ids)
         return
     agents = await repository.lock_agents(session, ids)
     blocks = await repository.blocks_in_prompt_order(session, ids)

@@ -27,6 +27,7 @@ from memvm.messages import service as messages
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
+from memvm.prompts.service import recompiles_at_end
 from memvm.runs import service as runs
 from memvm.runs.clock import RunClock
 from memvm.runtime import autoclear, model_call, policy
@@ -333,7 +334,8 @@ class Turn:
             ready = without(completion, waiting)
             # Answering a wait, the calls were offered when made; the step's offer does not apply.
             allowed = completion.tool_calls if self.answers is not None else self.offered_specs
-            results, outcomes = await execute_all(context, ready.tool_calls, frozenset(each.name for each in allowed), base)
+            async with recompiles_at_end(session):
+                results, outcomes = await execute_all(context, ready.tool_calls, frozenset(e.name for e in allowed), base)
             stored, shown = [*head, *results], [*head[len(self.pending_inputs) :], *results]
             stop_reason = await self._conclude(session, ready, outcomes, (head[-1].id, waiting), base, stored)
             runs.record_step(session, self.meter.row(step_id, base, calls=completion.tool_calls, stop_reason=stop_reason))
