@@ -6,6 +6,8 @@ import json
 import sys
 from typing import IO, TYPE_CHECKING
 
+from memvm.cli_organization import organization_named
+
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -49,7 +51,7 @@ async def import_agents(args: argparse.Namespace, sessionmaker: "async_sessionma
     if not path.is_file():
         print(f"{args.file}: no such file", file=sys.stderr)
         return 1
-    organization_id = await _organization(sessionmaker, args.org)
+    organization_id = await organization_named(sessionmaker, args.org)
     if organization_id is None:
         return 1
     await _sync_builtin_tools(sessionmaker)
@@ -84,7 +86,7 @@ async def export_agent(args: argparse.Namespace, sessionmaker: "async_sessionmak
     from memvm.db.uow import transaction
     from memvm.errors import DomainError
 
-    organization_id = await _organization(sessionmaker, args.org)
+    organization_id = await organization_named(sessionmaker, args.org)
     if organization_id is None:
         return 1
     try:
@@ -112,18 +114,3 @@ async def _sync_builtin_tools(sessionmaker: "async_sessionmaker[AsyncSession]") 
 
     async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
         await sync_builtin_tools(session)
-
-
-async def _organization(sessionmaker: "async_sessionmaker[AsyncSession]", name: str | None) -> str | None:
-    from memvm.accounts import service
-    from memvm.actors import DEFAULT_ORGANIZATION_ID
-    from memvm.db.tenancy import ALL_ORGANIZATIONS
-    from memvm.db.uow import transaction
-
-    if name is None:
-        return DEFAULT_ORGANIZATION_ID
-    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-        found = [org.id for org in await service.list_organizations(session) if org.name == name]
-    if not found:
-        print(f"No organization named {name!r}; `memvm keys list` shows the organizations.", file=sys.stderr)
-    return found[0] if found else None

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
-from memvm import __version__
+from memvm import __version__, blocks_cli
 from memvm import agent_files_cli as agent_files
 from memvm import backup as backups
 from memvm.config import Settings
@@ -59,6 +59,7 @@ def _parser() -> argparse.ArgumentParser:
     revoke.set_defaults(run=lambda args: _with_accounts(args, _revoke_key))
 
     _agent_file_commands(commands)
+    _block_commands(commands)
     _backup_commands(commands)
 
     db = commands.add_parser("db", help="database maintenance").add_subparsers(title="db commands")
@@ -91,6 +92,31 @@ def _agent_file_commands(commands: "argparse._SubParsersAction[argparse.Argument
     exporting.add_argument("--include-archival", action="store_true", help="include archives and their passages")
     exporting.add_argument("--org", help="organization name (default: the default organization)")
     exporting.set_defaults(run=lambda args: _with_database(args, agent_files.export_agent))
+
+
+def _block_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    blocks = commands.add_parser("blocks", help="a block's history and undo, in the same database as `memvm keys`")
+    block_commands = blocks.add_subparsers(title="blocks commands")
+    history = block_commands.add_parser("history", help="the block's changes, newest first, as JSON")
+    history.add_argument("block_id")
+    history.add_argument("--limit", type=int, default=50, help="entries at most (default 50)")
+    history.add_argument("--before", type=int, help="only versions below this one (the next page)")
+    history.add_argument("--diff", action="store_true", help="the value as a unified diff")
+    history.set_defaults(run=lambda args: _with_database(args, blocks_cli.show_history))
+    helps = {
+        "undo": "bring back the content before the last edit (a new version)",
+        "redo": "bring back what the last undo took away",
+        "restore": "bring back the content of VERSION (a new version)",
+    }
+    for change, text in helps.items():
+        command = block_commands.add_parser(change, help=text)
+        command.add_argument("block_id")
+        if change == "restore":
+            command.add_argument("version", type=int)
+        command.add_argument("--if-match", type=int, help="refuse unless the block is at this version")
+        command.set_defaults(run=lambda args: _with_database(args, blocks_cli.bring_back), change=change)
+    for command in (history, *(block_commands.choices[change] for change in helps)):
+        command.add_argument("--org", help="organization name (default: the default organization)")
 
 
 def _backup_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

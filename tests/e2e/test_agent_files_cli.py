@@ -24,7 +24,8 @@ def test_import_then_export_from_the_command_line(database_url: str, tmp_path: P
 
     (tmp_path / "again.af").write_text(exported.stdout)
     again = memvm(env, "agents", "import", str(tmp_path / "again.af"), "--name", "second")
-    assert again.returncode == 0, again.stderr and len(again.stdout.split()) == 1
+    assert again.returncode == 0, again.stderr
+    assert len(again.stdout.split()) == 1
 
     refused = memvm(env, "agents", "import", str(FIXTURES / "bad-file.af"))
     missing = memvm(env, "agents", "export", "agent-00000000-0000-4000-8000-000000000000")
