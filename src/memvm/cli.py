@@ -2,6 +2,7 @@
 
 import argparse
 import asyncio
+import atexit
 import logging
 import signal
 import sys
@@ -45,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
         help="allow a non-loopback host without any API key (MEMVM_INSECURE); anyone who reaches it has full access",
     )
     serve.set_defaults(run=_serve)
+    worker = commands.add_parser(
+        "worker", help="embed stored messages in the background, alone (`memvm serve` starts one itself by default)"
+    )
+    worker.set_defaults(run=_worker)
 
     keys = commands.add_parser("keys", help="API keys (in MEMVM_DATABASE_URL, or the embedded database when no server holds it)")
     key_commands = keys.add_subparsers(title="keys commands")
@@ -148,9 +153,32 @@ def _serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
     target = resolve_database(settings)
     log.info("memvm %s using %s", __version__, target.description)
+    if settings.embedding_worker and settings.embedding_process:
+        from memvm.worker import start_worker_process, stop_worker_process
+
+        worker = start_worker_process(target.url)
+        atexit.register(stop_worker_process, worker)  # registered after the embedded server's stop: runs before it
+        settings = settings.model_copy(update={"embedding_worker": False})  # the worker process embeds
     app = create_app(settings, database=target)
     uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
     return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from memvm.db.database import embedded_server_pid, resolve_database
+    from memvm.worker import serve_worker
+
+    settings = _settings(args)
+    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
+        print(
+            f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "
+            "`memvm serve` runs its own embedding worker unless MEMVM_EMBEDDING_PROCESS=false. A worker of its own "
+            "needs MEMVM_DATABASE_URL.",
+            file=sys.stderr,
+        )
+        return 1
+    return serve_worker(resolve_database(settings).url, settings)
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

@@ -49,13 +49,15 @@ class Settings(BaseSettings):
     embedding_api_key: SecretStr | None = None
     embedding_dim: int | None = Field(None, ge=1, description="Vector size of non-local embedding models not known by name.")
     embedding_batch_size: int = Field(64, ge=1, le=2048)
-    # Embed stored messages in the background (every replica runs a worker; they share the queue).
     # Block history is kept for each block's lifetime unless one of these is set (pruned in the background).
     block_history_keep_versions: int | None = Field(None, ge=1, description="Keep each block's newest N versions.")
     block_history_keep_days: int | None = Field(None, ge=1, description="Keep N days (and each block's current version).")
     block_history_prune_seconds: float = Field(3600.0, gt=0, description="How often retention runs.")
+    # Embed stored messages in the background (every replica runs a worker; they share the queue).
     embedding_worker: bool = True
-    embedding_poll_seconds: float = Field(5.0, gt=0, description="Idle worker's wait between queue checks.")
+    # `memvm serve` runs the worker as a process of its own (niced), not in the server's event loop.
+    embedding_process: bool = True
+    embedding_poll_seconds: float = Field(1.0, gt=0, description="Idle worker's wait between queue checks.")
     # A second send to a busy agent waits this long for the running turn, then gets 409.
     turn_lock_timeout_seconds: float = Field(30.0, ge=0)
 

@@ -1,0 +1,90 @@
+"""`memvm worker`: the embedding queue's consumer as a process of its own.
+
+`memvm serve` starts one beside itself by default (MEMVM_EMBEDDING_PROCESS), so embedding the
+turns' messages never shares the server's event loop or its CPU priority: the worker runs niced, and
+a request never waits for it. Scaled out, replicas may run with MEMVM_EMBEDDING_WORKER=false and
+one or more `memvm worker` processes alone against MEMVM_DATABASE_URL; they share the queue (rows
+are claimed with SKIP LOCKED). The queue itself is in `search/embedding_queue.py`.
+"""
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+from memvm.config import Settings
+from memvm.db.engine import build_engine, build_sessionmaker
+from memvm.embeddings.registry import EmbedderRegistry
+from memvm.search.embedding_queue import EmbeddingWorker
+
+log = logging.getLogger("memvm.worker")
+
+NICENESS = 10  # below the server's requests, above nothing else on the box
+STOP_GRACE_SECONDS = 15.0
+_PR_SET_PDEATHSIG = 1
+
+
+async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
+    """Drain the queue until `stop` is set; the batch in progress is finished first."""
+    engine = build_engine(database_url, settings)
+    embedders = EmbedderRegistry.from_settings(settings)
+    # No in-process wakeup reaches another process: an idle worker polls the queue.
+    worker = EmbeddingWorker(build_sessionmaker(engine), embedders, asyncio.Event(), poll_seconds=settings.embedding_poll_seconds)
+    worker.start()
+    try:
+        await stop.wait()
+    finally:
+        await worker.stop()
+        await embedders.aclose()
+        await engine.dispose()
+
+
+def serve_worker(database_url: str, settings: Settings) -> int:
+    """The `memvm worker` process: lower CPU priority, ends on SIGTERM or SIGINT."""
+    _lower_priority()
+
+    async def until_signalled() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        log.info("embedding worker running (pid %d, niceness %d)", os.getpid(), os.nice(0))
+        await run_worker(database_url, settings, stop)
+
+    asyncio.run(until_signalled())
+    return 0
+
+
+def start_worker_process(database_url: str) -> subprocess.Popen[bytes]:
+    """`memvm worker` as a child of this process, on the same database; it gets SIGTERM if this
+    process dies without stopping it (kill -9 included)."""
+    env = {**os.environ, "MEMVM_DATABASE_URL": database_url}
+    command = [sys.executable, "-c", "import sys; from memvm.cli import main; sys.exit(main(['worker']))"]
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, preexec_fn=_in_the_child)  # noqa: PLW1509
+
+
+def stop_worker_process(process: "subprocess.Popen[bytes]") -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _in_the_child() -> None:
+    """Before exec (Linux): SIGTERM when the parent dies; niced from the start (its imports too)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    _lower_priority()
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(max(0, NICENESS - os.nice(0)))
