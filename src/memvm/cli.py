@@ -13,6 +13,7 @@ from memvm import __version__, blocks_cli
 from memvm import agent_files_cli as agent_files
 from memvm import backup as backups
 from memvm.config import Settings
+from memvm.processes import configure_logging
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -45,6 +46,7 @@ def _parser() -> argparse.ArgumentParser:
         const=True,
         help="allow a non-loopback host without any API key (MEMVM_INSECURE); anyone who reaches it has full access",
     )
+    serve.add_argument("--workers", type=int, help="HTTP processes sharing the port (default: one per core, or MEMVM_WORKERS)")
     serve.set_defaults(run=_serve)
     worker = commands.add_parser(
         "worker", help="embed stored messages in the background, alone (`memvm serve` starts one itself by default)"
@@ -135,32 +137,30 @@ def _backup_commands(commands: "argparse._SubParsersAction[argparse.ArgumentPars
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides = {key: value for key in ("host", "port", "insecure") if (value := getattr(args, key, None)) is not None}
+    given = ("host", "port", "insecure", "workers")
+    overrides = {key: value for key in given if (value := getattr(args, key, None)) is not None}
     return Settings(**overrides)
 
 
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so `memvm --help` and `memvm version` answer without loading the server.
-    import uvicorn
-
     from memvm.db.database import resolve_database
-    from memvm.main import create_app
+    from memvm.serving import http_processes, run_http
 
     # uvicorn re-raises the SIGTERM it caught after a graceful shutdown; with the default
     # handler that kills the process before atexit stops the embedded PostgreSQL.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     settings = _settings(args)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     target = resolve_database(settings)
-    log.info("memvm %s using %s", __version__, target.description)
+    log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes(settings))
     if settings.embedding_worker and settings.embedding_process:
         from memvm.worker import start_worker_process, stop_worker_process
 
         worker = start_worker_process(target.url)
         atexit.register(stop_worker_process, worker)  # registered after the embedded server's stop: runs before it
         settings = settings.model_copy(update={"embedding_worker": False})  # the worker process embeds
-    app = create_app(settings, database=target)
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level=settings.log_level)
+    run_http(settings, target)
     return 0
 
 
@@ -169,7 +169,7 @@ def _worker(args: argparse.Namespace) -> int:
     from memvm.worker import serve_worker
 
     settings = _settings(args)
-    logging.basicConfig(level=settings.log_level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    configure_logging(settings.log_level)
     if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
         print(
             f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "

@@ -17,6 +17,7 @@ class Settings(BaseSettings):
 
     host: str = "127.0.0.1"
     port: int = Field(8283, ge=1, le=65535)
+    workers: int | None = Field(None, ge=1, le=64, description="HTTP processes of `memvm serve`; default one per core.")
     # Unset → an embedded PostgreSQL+pgvector under data_dir/pg is started.
     database_url: str | None = None
     data_dir: Path = Field(default_factory=default_data_dir)

@@ -9,7 +9,6 @@ are claimed with SKIP LOCKED). The queue itself is in `search/embedding_queue.py
 
 import asyncio
 import contextlib
-import ctypes
 import logging
 import os
 import signal
@@ -19,13 +18,13 @@ import sys
 from memvm.config import Settings
 from memvm.db.engine import build_engine, build_sessionmaker
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.processes import end_with_parent
 from memvm.search.embedding_queue import EmbeddingWorker
 
 log = logging.getLogger("memvm.worker")
 
 NICENESS = 10  # below the server's requests, above nothing else on the box
 STOP_GRACE_SECONDS = 15.0
-_PR_SET_PDEATHSIG = 1
 
 
 async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
@@ -80,8 +79,7 @@ def stop_worker_process(process: "subprocess.Popen[bytes]") -> None:
 
 def _in_the_child() -> None:
     """Before exec (Linux): SIGTERM when the parent dies; niced from the start (its imports too)."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+    end_with_parent(signal.SIGTERM)
     _lower_priority()
 
 

@@ -35,6 +35,9 @@ def child_env(**memvm_settings: str) -> dict[str, str]:
     """This environment without any MEMVM_* variable, plus the given ones."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}
     env["PYTHONUNBUFFERED"] = "1"
+    # One HTTP process unless a test asks for more (`memvm serve` defaults to one per core, and every
+    # process imports the app: the suite's many servers would start several times slower).
+    env["MEMVM_WORKERS"] = "1"
     env.update(memvm_settings)
     return env
 

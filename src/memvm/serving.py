@@ -1,0 +1,65 @@
+"""`memvm serve`'s HTTP processes: one, or `MEMVM_WORKERS` (default: one per core) sharing the port.
+
+Everything the processes must agree on already lives in PostgreSQL (turn locks, the otid, cancels,
+revoked keys, the embedding queue), so each is a replica like any other. The first process resolves
+the database (starting the embedded server) and hands it to the others through the environment;
+metrics are gathered across them with prometheus-client's multi-process mode.
+"""
+
+import atexit
+import os
+import shutil
+import signal
+import tempfile
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvicorn
+
+from memvm.config import Settings
+from memvm.db.database import DatabaseTarget
+from memvm.main import create_app
+from memvm.processes import configure_logging, end_with_parent
+
+ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+def http_processes(settings: Settings) -> int:
+    return settings.workers or os.cpu_count() or 1
+
+
+def run_http(settings: Settings, target: DatabaseTarget) -> None:
+    processes = http_processes(settings)
+    if processes == 1:
+        uvicorn.run(create_app(settings, database=target), host=settings.host, port=settings.port, log_level=settings.log_level)
+        return
+    metrics_dir = tempfile.mkdtemp(prefix="memvm-metrics-")
+    atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
+    # uvicorn starts each process afresh (spawn): they read their settings from this environment.
+    os.environ.update(
+        {
+            "MEMVM_DATABASE_URL": target.url,
+            "MEMVM_HOST": settings.host,
+            "MEMVM_PORT": str(settings.port),
+            "MEMVM_INSECURE": str(settings.insecure).lower(),
+            "MEMVM_EMBEDDING_WORKER": str(settings.embedding_worker).lower(),
+            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
+        }
+    )
+    uvicorn.run(
+        "memvm.serving:process_app",
+        factory=True,
+        workers=processes,
+        host=settings.host,
+        port=settings.port,
+        log_level=settings.log_level,
+    )
+
+
+def process_app() -> ASGIApp:
+    """The app of one HTTP process. It dies with the process that started it (kill -9 included),
+    as a single-process server would: none keeps serving, or holding an agent's turn, alone."""
+    end_with_parent(signal.SIGKILL)
+    settings = Settings()
+    configure_logging(settings.log_level)
+    return create_app(settings)
