@@ -11,6 +11,9 @@
 #                           # local mode and with an organization key, one workload.py run, two data dirs
 #   bench/run.sh tools [--quick] [flags]    # cost of one sandboxed custom-tool call (tool_cost.py):
 #                           # Sandbox.run in-process, POST /v1/tools/run, agent turns custom vs. built-in tool
+#   bench/run.sh --with-letta [--quick]     # side by side in ONE workload.py run: Letta 0.16.8 (installed
+#                           # by $BENCH_SHARED_DIR/letta_peer.sh on first use) and memvm, both on the peer's
+#                           # PostgreSQL 18 + pgvector (databases letta and memvm, pg_stat_statements loaded)
 #
 # Uses the shared harness by path (not copied): $BENCH_SHARED_DIR, default <repo>/../shared/bench.
 # Everything is on 127.0.0.1; every process started here is stopped at the end (trap), and the
@@ -55,11 +58,13 @@ esac
 [ "$MODE" = auth ] && OPS=${BENCH_OPS:-get_agent,get_block,list_blocks,patch_block,recompile,send_message}
 AUTH_PORT=${BENCH_AUTH_PORT:-$((PORT + 1))}
 QUICK=0
+WITH_LETTA=0
 EXTRA=()
 for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
-    -h|--help) sed -n '2,33p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --with-letta) WITH_LETTA=1 ;;
+    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -169,6 +174,9 @@ cleanup() {
       kill -INT "$p" 2>/dev/null; wait_gone "$p" 30 || kill -QUIT "$p" 2>/dev/null
     fi
   done
+  if [ "${PEER_STARTED_PG:-0}" = 1 ]; then
+    bash "$SHARED/letta_peer.sh" pg-stop > /dev/null 2>&1 || true
+  fi
   if [ -n "$FAKE_PID" ] && kill -0 "$FAKE_PID" 2>/dev/null; then
     kill -TERM "$FAKE_PID" 2>/dev/null; wait_gone "$FAKE_PID" 10 || kill -KILL "$FAKE_PID" 2>/dev/null
   fi
@@ -327,6 +335,56 @@ PYEOF
   echo "results: $OUT_JSON"
   echo "         $OUT_MD"
   echo "         $OUT_COST"
+  exit "$WL_RC"
+fi
+
+# ---------------------------------------------------------------- side by side with the Letta peer, one run
+if [ "$WITH_LETTA" = 1 ]; then
+  PEER="$SHARED/letta_peer.sh"
+  PEER_PG_PORT=${PG_PORT:-55432}
+  PEER_PSQL="$(dirname "$PSQL")/psql"
+  [ -x /tmp/letta-peer/bin/letta ] || bash "$PEER" install > "$WORK/letta-install.log" 2>&1 \
+    || die "letta_peer.sh install failed: $(tail -5 "$WORK/letta-install.log")"
+  LLM_URL="$LLM_URL" bash "$PEER" pg-start > "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh pg-start failed: $(tail -5 "$WORK/letta-pg.log")"
+  PEER_STARTED_PG=1
+  LLM_URL="$LLM_URL" bash "$PEER" db-reset >> "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh db-reset failed: $(tail -5 "$WORK/letta-pg.log")"
+  "$PEER_PSQL" -h 127.0.0.1 -p "$PEER_PG_PORT" -U postgres -d postgres -q \
+    -c "drop database if exists memvm with (force)" -c "create database memvm owner letta" >> "$WORK/letta-pg.log" 2>&1 \
+    || die "could not create the memvm database on the peer's PostgreSQL"
+  "$PEER_PSQL" -h 127.0.0.1 -p "$PEER_PG_PORT" -U letta -d memvm -q -c "create extension if not exists pg_stat_statements" \
+    >> "$WORK/letta-pg.log" 2>&1
+  POSTMASTER=$(head -1 /tmp/letta-pg/data/postmaster.pid)
+  MEMVM_URL="postgresql+asyncpg://letta:letta@127.0.0.1:$PEER_PG_PORT/memvm"
+  TARGETS="$WORK/targets.json"
+  "$PY" - "$TARGETS" "$(LLM_URL="$LLM_URL" bash "$PEER" server-cmd)" "$WORK" "$PEER_PG_PORT" "$POSTMASTER" "$PORT" \
+    "exec env -u MEMVM_ADMIN_API_KEY MEMVM_DATABASE_URL=$MEMVM_URL MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL \
+MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x $(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $PORT" <<'PYEOF'
+import json, sys
+out, letta_cmd, work, pg_port, postmaster, port, memvm_cmd = sys.argv[1:]
+dsn = f"postgresql://letta:letta@127.0.0.1:{pg_port}"
+json.dump([
+    {"name": "letta-0.16.8", "base_url": "http://127.0.0.1:8283", "server_cmd": letta_cmd,
+     "server_log": f"{work}/letta.log", "pg_dsn": f"{dsn}/letta", "db_pid": int(postmaster)},
+    {"name": "memvm", "base_url": f"http://127.0.0.1:{port}", "server_cmd": memvm_cmd,
+     "server_log": f"{work}/memvm.log", "pg_dsn": f"{dsn}/memvm", "db_pid": int(postmaster)},
+], open(out, "w"), indent=1)
+PYEOF
+  echo "side by side: Letta 0.16.8 and memvm on PostgreSQL 127.0.0.1:$PEER_PG_PORT; ops=$OPS quick=$QUICK -> $OUT_JSON"
+  run_workload --targets "$TARGETS" --psql "$PEER_PSQL" --llm-url "$LLM_URL" --ops "$OPS" --start-timeout 180 \
+    "${QUICK_ARGS[@]}" "${EXTRA[@]}" --out-json "$OUT_JSON" --out-md "$OUT_MD"
+  [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC)"
+  cp "$WORK/letta.log" "$RESULTS/$STAMP-letta$SUFFIX-server.log" 2>/dev/null
+  {
+    echo "# memvm vs Letta 0.16.8, side by side in one run — $STAMP$SUFFIX"
+    echo
+    echo "Load average (1/5/15 min) before the workload: $LOAD0; after: $LOAD1."
+    echo
+    "$PY" "$BENCH/sidebyside.py" "$OUT_JSON" --mine-target memvm --letta "$OUT_JSON" --letta-target letta-0.16.8
+  } > "$OUT_CMP"
+  cat "$OUT_CMP"
+  echo "results: $OUT_JSON"
+  echo "         $OUT_MD"
+  echo "         $OUT_CMP"
   exit "$WL_RC"
 fi
 

@@ -167,7 +167,7 @@ def main() -> int:
 
     out = [
         f"### {mine_name}"
-        + (f" vs {rt['target']['name']} (published)" if rt else "")
+        + (f" vs {rt['target']['name']}" + (" (same run)" if a.letta == a.mine else " (published)") if rt else "")
         + " — latency per request, fake instant LLM",
         "",
     ]

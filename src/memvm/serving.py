@@ -18,7 +18,6 @@ import uvicorn
 
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget
-from memvm.main import create_app
 from memvm.processes import configure_logging, end_with_parent
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
@@ -31,6 +30,8 @@ def http_processes(settings: Settings) -> int:
 def run_http(settings: Settings, target: DatabaseTarget) -> None:
     processes = http_processes(settings)
     if processes == 1:
+        from memvm.main import create_app  # only here: with several processes, this one never serves
+
         uvicorn.run(create_app(settings, database=target), host=settings.host, port=settings.port, log_level=settings.log_level)
         return
     metrics_dir = tempfile.mkdtemp(prefix="memvm-metrics-")
@@ -60,6 +61,8 @@ def process_app() -> ASGIApp:
     """The app of one HTTP process. It dies with the process that started it (kill -9 included),
     as a single-process server would: none keeps serving, or holding an agent's turn, alone."""
     end_with_parent(signal.SIGKILL)
+    from memvm.main import create_app
+
     settings = Settings()
     configure_logging(settings.log_level)
     return create_app(settings)
