@@ -18,6 +18,7 @@ from sqlalchemy import bindparam, text, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import metrics
+from memvm.db.engine import database_unreachable
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
@@ -112,8 +113,11 @@ class EmbeddingWorker:
         while not self._stopping:
             try:
                 claimed = await embed_pending_messages(self._sessionmaker, self._embedders)
-            except Exception:
-                log.exception("embedding messages failed; retrying later")
+            except Exception as error:
+                if database_unreachable(error):  # an outage: one line per poll, not a traceback each
+                    log.warning("embedding messages: the database is unreachable (%s); retrying later", error.__class__.__name__)
+                else:
+                    log.exception("embedding messages failed; retrying later")
                 claimed = 0
             if claimed or self._stopping:
                 continue
