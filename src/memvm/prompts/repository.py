@@ -36,23 +36,19 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
     return by_agent
 
 
-async def recall_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
-    """Messages stored but out of the context window, per agent."""
-    query = (
-        select(Message.agent_id, func.count())
-        .where(Message.agent_id.in_(agent_ids), ~Message.in_context)
-        .group_by(Message.agent_id)
-    )
-    return {agent_id: count for agent_id, count in await session.execute(query)}
+async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
+    """Per agent, in one statement: messages stored but out of the context window, and passages in
+    the agent's archives."""
+    recall = select(func.count()).select_from(Message).where(Message.agent_id == Agent.id, ~Message.in_context).scalar_subquery()
+    archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
+    passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
+    query = select(Agent.id, recall, passages).where(Agent.id.in_(agent_ids))
+    return {agent_id: (messages, stored) for agent_id, messages, stored in await session.execute(query)}
 
 
-async def archival_stats(session: AsyncSession, agent_id: str) -> tuple[int, tuple[str, ...]]:
-    """Passage count and distinct tags over the agent's archives."""
+async def archival_tags(session: AsyncSession, agent_id: str) -> tuple[str, ...]:
+    """The distinct tags over the agent's archives, the first MAX_LISTED_TAGS of them."""
     archive_ids = select(AgentArchive.archive_id).where(AgentArchive.agent_id == agent_id)
-    in_archives = Passage.archive_id.in_(archive_ids)
-    count = await session.scalar(select(func.count()).select_from(Passage).where(in_archives)) or 0
-    if count == 0:
-        return 0, ()
-    all_tags = select(func.unnest(Passage.tags).label("tag")).where(in_archives).subquery()
+    all_tags = select(func.unnest(Passage.tags).label("tag")).where(Passage.archive_id.in_(archive_ids)).subquery()
     tags = await session.scalars(select(all_tags.c.tag).distinct().order_by(all_tags.c.tag).limit(MAX_LISTED_TAGS))
-    return count, tuple(tags)
+    return tuple(tags)

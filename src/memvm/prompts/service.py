@@ -82,9 +82,10 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
     """Counts of what each agent has outside its prompt (never the content)."""
-    recall = await repository.recall_counts(session, agent_ids)
+    counts = await repository.outside_counts(session, agent_ids)
     stats = {}
     for agent_id in agent_ids:
-        passages, tags = await repository.archival_stats(session, agent_id)
-        stats[agent_id] = MemoryStats(recall_messages=recall.get(agent_id, 0), archival_passages=passages, archival_tags=tags)
+        recall, passages = counts.get(agent_id, (0, 0))
+        tags = await repository.archival_tags(session, agent_id) if passages else ()
+        stats[agent_id] = MemoryStats(recall_messages=recall, archival_passages=passages, archival_tags=tags)
     return stats

@@ -1,6 +1,7 @@
 """All run and step SQL."""
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Select, func, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
@@ -83,6 +84,11 @@ async def fail_running(session: AsyncSession, agent_id: str) -> list[str]:
         .returning(Run.id)
     )
     return list(await session.scalars(query))
+
+
+async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> None:
+    """One UPDATE, no read first."""
+    await session.execute(update(Run).where(Run.id == run_id).values(**values), execution_options={"synchronize_session": False})
 
 
 async def fail_queued(session: AsyncSession, run_id: str) -> bool:

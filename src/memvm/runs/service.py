@@ -84,14 +84,15 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
 
 async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any], clock: RunClock) -> None:
     metrics.TURNS.labels(stop_reason).inc()
-    run = await session.get(Run, run_id)
-    if run is not None:
-        run.status = status_after(stop_reason)
-        run.stop_reason = stop_reason
-        run.usage = usage
-        run.completed_at = datetime.now(UTC)
-        run.ttft_ns = clock.ttft_ns()
-        run.total_duration_ns = clock.duration_ns()
+    values = {
+        "status": status_after(stop_reason),
+        "stop_reason": stop_reason,
+        "usage": usage,
+        "completed_at": datetime.now(UTC),
+        "ttft_ns": clock.ttft_ns(),
+        "total_duration_ns": clock.duration_ns(),
+    }
+    await repository.finish(session, run_id, values)
 
 
 def record_step(session: AsyncSession, step: Step) -> None:
