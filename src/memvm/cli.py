@@ -165,20 +165,29 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from memvm.db.database import embedded_server_pid, resolve_database
+    from memvm.db.database import resolve_database
     from memvm.worker import serve_worker
 
     settings = _settings(args)
     configure_logging(settings.log_level)
-    if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
-        print(
-            f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "
-            "`memvm serve` runs its own embedding worker unless MEMVM_EMBEDDING_PROCESS=false. A worker of its own "
-            "needs MEMVM_DATABASE_URL.",
-            file=sys.stderr,
-        )
+    advice = "`memvm serve` runs its own embedding worker (MEMVM_EMBEDDING_PROCESS); one alone needs MEMVM_DATABASE_URL."
+    if _embedded_database_held(settings, advice):
         return 1
     return serve_worker(resolve_database(settings).url, settings)
+
+
+def _embedded_database_held(settings: Settings, advice: str) -> bool:
+    """True (after saying so, with `advice`) when no MEMVM_DATABASE_URL is set and a running server
+    holds the embedded database."""
+    from memvm.db.database import embedded_server_pid
+
+    if settings.database_url is not None or (pid := embedded_server_pid(settings.embedded_pg_dir)) is None:
+        return False
+    print(
+        f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); {advice}",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:
@@ -218,16 +227,14 @@ AccountsCommand = Callable[[argparse.Namespace, "AsyncSession"], Awaitable[int]]
 
 def _with_database(args: argparse.Namespace, command: DatabaseCommand) -> int:
     """Run `command` against MEMVM_DATABASE_URL, or the embedded database when no server holds it."""
-    from memvm.db.database import embedded_server_pid, resolve_database
+    from memvm.db.database import resolve_database
 
     settings = _settings(args)
-    if settings.database_url is None and (pid := embedded_server_pid(settings.embedded_pg_dir)) is not None:
-        print(
-            f"The embedded database in {settings.embedded_pg_dir} is held by a running server (postgres pid {pid}); "
-            "this command cannot open it. Stop `memvm serve` and run it again, or use the running server's API "
-            "(the admin API for keys, POST /v1/agents/import and GET /v1/agents/{id}/export for agent files).",
-            file=sys.stderr,
-        )
+    advice = (
+        "this command cannot open it. Stop `memvm serve` and run it again, or use the running server's API "
+        "(the admin API for keys, POST /v1/agents/import and GET /v1/agents/{id}/export for agent files)."
+    )
+    if _embedded_database_held(settings, advice):
         return 1
     return asyncio.run(_run_with_database(resolve_database(settings), settings, args, command))
 

@@ -57,8 +57,10 @@ def test_keys_refuses_an_embedded_database_held_by_a_running_server(tmp_path: Pa
     port = free_port()
     with serve(tmp_path / "serve.log", env, "--port", str(port), port=port):
         held = memvm(env, "keys", "list")
+        second_worker = memvm(env, "worker")  # serve runs its own; a second one would start another postgres
 
     assert held.returncode == 1 and "held by a running server" in held.stderr, held.stderr
+    assert second_worker.returncode == 1 and "runs its own embedding worker" in second_worker.stderr, second_worker.stderr
 
 
 def test_serving_beyond_loopback_needs_auth_or_insecure(database_url: str, tmp_path: Path) -> None:

@@ -26,7 +26,12 @@ def model_loaded(process: psutil.Process) -> bool:
 async def test_the_server_embeds_in_a_niced_worker_process_that_ends_with_it(tmp_path: Path, database_url: str, llm) -> None:
     llm.reply("hello")
     port = free_port()
-    env = child_env(MEMVM_DATABASE_URL=database_url, MEMVM_OPENAI_BASE_URL=llm.base_url, MEMVM_OPENAI_API_KEY="x")
+    env = child_env(
+        MEMVM_DATABASE_URL=database_url,
+        MEMVM_OPENAI_BASE_URL=llm.base_url,
+        MEMVM_OPENAI_API_KEY="x",
+        MEMVM_EMBEDDING_PROCESS="true",
+    )
     with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
         server = psutil.Process(served.process.pid)
         [worker] = server.children()

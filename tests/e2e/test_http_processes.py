@@ -25,7 +25,11 @@ async def test_two_http_processes_serve_one_port_and_end_with_the_server(tmp_pat
     llm.reply("one").reply("two")
     port = free_port()
     env = child_env(
-        MEMVM_DATABASE_URL=database_url, MEMVM_OPENAI_BASE_URL=llm.base_url, MEMVM_OPENAI_API_KEY="x", MEMVM_WORKERS="2"
+        MEMVM_DATABASE_URL=database_url,
+        MEMVM_OPENAI_BASE_URL=llm.base_url,
+        MEMVM_OPENAI_API_KEY="x",
+        MEMVM_WORKERS="2",
+        MEMVM_EMBEDDING_PROCESS="true",
     )
     with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
         assert "2 HTTP process(es)" in served.first_line(), served.log()

@@ -35,9 +35,12 @@ def child_env(**memvm_settings: str) -> dict[str, str]:
     """This environment without any MEMVM_* variable, plus the given ones."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}
     env["PYTHONUNBUFFERED"] = "1"
-    # One HTTP process unless a test asks for more (`memvm serve` defaults to one per core, and every
-    # process imports the app: the suite's many servers would start several times slower).
+    # One process unless a test asks for more: `memvm serve` defaults to one HTTP process per core and
+    # an embedding worker process beside them, and every process imports the app (seconds of CPU), which
+    # the suite's many servers would pay again and again. test_http_processes and
+    # test_embedding_process run the defaults.
     env["MEMVM_WORKERS"] = "1"
+    env["MEMVM_EMBEDDING_PROCESS"] = "false"
     env.update(memvm_settings)
     return env
 

@@ -39,9 +39,9 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
 
 @asynccontextmanager
 async def recompiles_at_end(session: AsyncSession) -> AsyncIterator[None]:
-    """Inside, recompiles are collected and run once when the block ends: the agents are locked
-    after every block the block's writes locked, in the order a block PATCH locks them (blocks,
-    then agents). A turn's step that edits its own block and then a shared one would otherwise hold
+    """Inside, recompiles are collected and run once on leaving: the agents are locked after every
+    memory block the writes inside locked, in the order a block PATCH locks them (blocks, then
+    agents). A turn's step that edits its own block and then a shared one would otherwise hold
     its agent while waiting for the shared block that a PATCH holds while waiting for the agent."""
     pending: set[str] = set()
     session.info[_DEFERRED_RECOMPILES] = pending
