@@ -3,17 +3,25 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, select, update
+from sqlalchemy import Select, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Agent, AgentBlock, Block
 
+# The hottest reads are built once, with bound parameters: building the expression per request
+# showed in the profile.
+_AGENT_BY_ID = select(Agent).where(Agent.id == bindparam("agent_id")).execution_options(populate_existing=True)
+_BLOCK_BY_LABEL = (
+    select(Block)
+    .join(AgentBlock, AgentBlock.block_id == Block.id)
+    .where(AgentBlock.agent_id == bindparam("agent_id"), AgentBlock.label == bindparam("label"))
+    .execution_options(populate_existing=True)
+)
+
 
 async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent | None:
-    query = select(Agent).where(Agent.id == agent_id).execution_options(populate_existing=True)
-    if lock:
-        query = query.with_for_update()
-    return await session.scalar(query)
+    query = _AGENT_BY_ID.with_for_update() if lock else _AGENT_BY_ID
+    return await session.scalar(query, {"agent_id": agent_id})
 
 
 def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool) -> Select[Agent]:
@@ -36,13 +44,7 @@ async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> Age
 
 
 async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:
-    query = (
-        select(Block)
-        .join(AgentBlock, AgentBlock.block_id == Block.id)
-        .where(AgentBlock.agent_id == agent_id, AgentBlock.label == label)
-        .execution_options(populate_existing=True)
-    )
-    return await session.scalar(query)
+    return await session.scalar(_BLOCK_BY_LABEL, {"agent_id": agent_id, "label": label})
 
 
 async def all_ids(session: AsyncSession) -> list[str]:

@@ -213,9 +213,9 @@ async def agent_blocks(session: AsyncSession, agent_id: str) -> list[Block]:
 
 
 async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block:
-    await get_agent(session, agent_id)
     block = await repository.block_by_label(session, agent_id, label)
-    if block is None:
+    if block is None:  # only now tell an unknown agent from an unknown label: the hit costs one query
+        await get_agent(session, agent_id)
         labels = ", ".join(sorted(await repository.labels_of(session, agent_id))) or "none"
         raise NotFound(f"No block with label {label!r} found for agent {agent_id!r} (its labels: {labels}).")
     return block

@@ -3,19 +3,19 @@
 from collections.abc import Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, bindparam, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.db.dml import rows_affected
 from memvm.orm import AgentBlock, Block, BlockChange
 
+_BY_ID = select(Block).where(Block.id == bindparam("block_id")).execution_options(populate_existing=True)  # built once
+
 
 async def get(session: AsyncSession, block_id: str, *, lock: bool = False) -> Block | None:
-    query = select(Block).where(Block.id == block_id).execution_options(populate_existing=True)
-    if lock:
-        query = query.with_for_update()
-    return await session.scalar(query)
+    query = _BY_ID.with_for_update() if lock else _BY_ID
+    return await session.scalar(query, {"block_id": block_id})
 
 
 async def attached_agent_ids(session: AsyncSession, block_id: str) -> list[str]:
