@@ -319,7 +319,7 @@ async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: s
     with_blocks = include is None or "agent.blocks" in include
     blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
-    tools_of = {agent.id: await tools.agent_tools(session, agent.id) for agent in agents} if with_tools else {}
+    tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
     show_tags = include is None or "agent.tags" in include
     show_secrets = include is None or "agent.secrets" in include
     last_runs = await runs.latest_runs(session, [agent.id for agent in agents])

@@ -3,13 +3,21 @@ the counts of what each agent keeps outside its prompt."""
 
 from collections.abc import Sequence
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Agent, AgentArchive, AgentBlock, Block, Message, Passage
 
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
+# Read on every agent view and every recompile: built once, with bound parameters.
+_BLOCKS_OF_AGENTS = (
+    select(AgentBlock.agent_id, Block)
+    .join(Block, Block.id == AgentBlock.block_id)
+    .where(AgentBlock.agent_id.in_(bindparam("agent_ids", expanding=True)))
+    .order_by(AgentBlock.agent_id, AgentBlock.position)
+    .execution_options(populate_existing=True)
+)
 
 
 async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[Agent]:
@@ -23,15 +31,8 @@ async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[A
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
     """Blocks of each agent in attachment order, read fresh (not from the identity map)."""
-    query = (
-        select(AgentBlock.agent_id, Block)
-        .join(Block, Block.id == AgentBlock.block_id)
-        .where(AgentBlock.agent_id.in_(agent_ids))
-        .order_by(AgentBlock.agent_id, AgentBlock.position)
-        .execution_options(populate_existing=True)
-    )
     by_agent: dict[str, list[Block]] = {agent_id: [] for agent_id in agent_ids}
-    for agent_id, block in await session.execute(query):
+    for agent_id, block in await session.execute(_BLOCKS_OF_AGENTS, {"agent_ids": list(agent_ids)}):
         by_agent[agent_id].append(block)
     return by_agent
 

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, func, select, text, update
+from sqlalchemy import Select, bindparam, func, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -36,15 +36,17 @@ def steps_query(*, agent_id: str | None, run_id: str | None, model: str | None) 
     return query
 
 
+_LATEST_RUNS = (  # read on every agent view: built once, with bound parameters
+    select(Run)
+    .where(Run.agent_id.in_(bindparam("agent_ids", expanding=True)), Run.completed_at.is_not(None))
+    .ext(distinct_on(Run.agent_id))
+    .order_by(Run.agent_id, Run.created_at.desc())
+)
+
+
 async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
     """Each agent's newest finished run."""
-    query = (
-        select(Run)
-        .where(Run.agent_id.in_(agent_ids), Run.completed_at.is_not(None))
-        .ext(distinct_on(Run.agent_id))
-        .order_by(Run.agent_id, Run.created_at.desc())
-    )
-    return {run.agent_id: run for run in await session.scalars(query)}
+    return {run.agent_id: run for run in await session.scalars(_LATEST_RUNS, {"agent_ids": list(agent_ids)})}
 
 
 CANCEL_CHANNEL = "memvm_run_cancel"

@@ -3,7 +3,7 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, bindparam, delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -60,9 +60,20 @@ async def by_names(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
     return list(await session.scalars(select(Tool).where(Tool.name.in_(names))))
 
 
-async def of_agent(session: AsyncSession, agent_id: str) -> list[Tool]:
-    query = select(Tool).join(AgentTool, AgentTool.tool_id == Tool.id).where(AgentTool.agent_id == agent_id)
-    return list(await session.scalars(query.order_by(AgentTool.position)))
+_OF_AGENTS = (  # read on every agent view and turn: built once, with bound parameters
+    select(AgentTool.agent_id, Tool)
+    .join(Tool, Tool.id == AgentTool.tool_id)
+    .where(AgentTool.agent_id.in_(bindparam("agent_ids", expanding=True)))
+    .order_by(AgentTool.agent_id, AgentTool.position)
+)
+
+
+async def of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Tool]]:
+    """Each agent's tools in attachment order, in one query."""
+    by_agent: dict[str, list[Tool]] = {agent_id: [] for agent_id in agent_ids}
+    for agent_id, tool in await session.execute(_OF_AGENTS, {"agent_ids": list(agent_ids)}):
+        by_agent[agent_id].append(tool)
+    return by_agent
 
 
 async def detach(session: AsyncSession, agent_id: str, tool_id: str) -> int:

@@ -178,7 +178,12 @@ def default_tool_names(agent_type: str) -> tuple[str, ...]:
 
 async def agent_tools(session: AsyncSession, agent_id: str) -> list[Tool]:
     """The agent's tools in the order they were attached."""
-    return await repository.of_agent(session, agent_id)
+    return (await repository.of_agents(session, [agent_id]))[agent_id]
+
+
+async def tools_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Tool]]:
+    """Each agent's tools in the order they were attached, in one query."""
+    return await repository.of_agents(session, agent_ids)
 
 
 async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool]) -> None:
