@@ -236,3 +236,23 @@ async def test_recompile_dry_run_does_not_store(client, db):
     assert preview.status_code == 200
     assert stored_after == stored_before
     assert recompiled.json() == await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+
+
+async def test_many_blocks_and_tools_keep_the_order_given(client):
+    """Blocks and tools are attached in one multi-row INSERT each; their order is the order given, not
+    the alphabet or the ids'."""
+    labels = ["zeta", "alpha", "mid", "beta", "omega", "delta", "kappa", "eta"]
+    existing = [await create_block(client, label=label, value=label) for label in ("zz-shared", "aa-shared")]
+    tools = ["memory_replace", "conversation_search", "archival_memory_search", "memory_insert", "archival_memory_insert"]
+    agent = await create_agent(
+        client,
+        memory_blocks=[{"label": label, "value": label} for label in labels],
+        block_ids=[block["id"] for block in existing],
+        tools=tools,
+        include_base_tools=False,
+    )
+
+    assert [b["label"] for b in agent["blocks"]] == [*labels, "zz-shared", "aa-shared"]
+    assert [t["name"] for t in agent["tools"]] == tools
+    prompt = await compiled_prompt(client, agent["id"])
+    assert [prompt.index(f"<{label}>") for label in labels] == sorted(prompt.index(f"<{label}>") for label in labels)

@@ -70,9 +70,10 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     )
     session.add(agent)
     created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
-    for block in [*created, *existing]:
-        session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
-        await session.flush()  # one at a time: `position` keeps the order given
+    # One multi-row INSERT: the ORM inserts rows in the order they were added and has PostgreSQL
+    # number them (`position`, an identity) in that order, so the prompt keeps the order given.
+    session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in [*created, *existing]])
+    await session.flush()
     await tools.attach_tools(session, agent.id, await _initial_tools(session, data))
     await recompile_agents(session, [agent.id])
     return agent

@@ -193,7 +193,7 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
         if tool.id not in attached:
             session.add(AgentTool(agent_id=agent_id, tool_id=tool.id))
             attached.add(tool.id)
-            await session.flush()
+    await session.flush()  # one multi-row INSERT; `position` follows the order added (as for blocks)
 
 
 async def detach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> None:
