@@ -13,6 +13,7 @@ from memvm import __version__, blocks_cli
 from memvm import agent_files_cli as agent_files
 from memvm import backup as backups
 from memvm.config import Settings
+from memvm.memory.rules import MAX_VERSION
 from memvm.processes import configure_logging
 
 if TYPE_CHECKING:
@@ -106,8 +107,8 @@ def _block_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParse
     block_commands = blocks.add_subparsers(title="blocks commands")
     history = block_commands.add_parser("history", help="the block's changes, newest first, as JSON")
     history.add_argument("block_id")
-    history.add_argument("--limit", type=int, default=50, help="entries at most (default 50)")
-    history.add_argument("--before", type=int, help="only versions below this one (the next page)")
+    history.add_argument("--limit", type=_int_between(1, 1000), default=50, help="entries at most (default 50)")
+    history.add_argument("--before", type=_int_between(0, MAX_VERSION), help="only versions below this one (the next page)")
     history.add_argument("--diff", action="store_true", help="the value as a unified diff")
     history.set_defaults(run=lambda args: _with_database(args, blocks_cli.show_history))
     helps = {
@@ -119,11 +120,26 @@ def _block_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParse
         command = block_commands.add_parser(change, help=text)
         command.add_argument("block_id")
         if change == "restore":
-            command.add_argument("version", type=int)
-        command.add_argument("--if-match", type=int, help="refuse unless the block is at this version")
+            command.add_argument("version", type=_int_between(1, MAX_VERSION))
+        command.add_argument("--if-match", type=_int_between(0, MAX_VERSION), help="refuse unless the block is at this version")
         command.set_defaults(run=lambda args: _with_database(args, blocks_cli.bring_back), change=change)
     for command in (history, *(block_commands.choices[change] for change in helps)):
         command.add_argument("--org", help="organization name (default: the default organization)")
+
+
+def _int_between(low: int, high: int) -> Callable[[str], int]:
+    """An argparse type: a whole number in [low, high], or a usage error that says so."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{value} is not between {low} and {high}")
+        return value
+
+    return parse
 
 
 def _backup_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

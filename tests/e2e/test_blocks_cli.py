@@ -28,9 +28,11 @@ async def test_history_undo_redo_and_restore_from_the_command_line(client: httpx
     stale = memvm(env, "blocks", "undo", block["id"], "--if-match", "2")
     nothing = memvm(env, "blocks", "redo", block["id"])
     elsewhere = memvm(env, "blocks", "undo", block["id"], "--org", "nobody")
+    bad_limit = memvm(env, "blocks", "history", block["id"], "--limit", "0")
     assert stale.returncode == 1 and "version" in stale.stderr
     assert nothing.returncode == 1 and "nothing to redo" in nothing.stderr
     assert elsewhere.returncode == 1 and "No organization named 'nobody'" in elsewhere.stderr
+    assert bad_limit.returncode == 2 and "--limit: 0 is not between 1 and 1000" in bad_limit.stderr
 
     shown = memvm(env, "blocks", "history", block["id"], "--limit", "4", "--diff")
     assert shown.returncode == 0, shown.stderr
