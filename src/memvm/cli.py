@@ -161,7 +161,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so `memvm --help` and `memvm version` answer without loading the server.
     from memvm.db.database import resolve_database
-    from memvm.serving import http_processes, run_http
+    from memvm.serving import http_processes, run_http, share_metrics
 
     # uvicorn re-raises the SIGTERM it caught after a graceful shutdown; with the default
     # handler that kills the process before atexit stops the embedded PostgreSQL.
@@ -171,6 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
     target = resolve_database(settings)
     log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes(settings))
     if settings.embedding_worker and settings.embedding_process:
+        share_metrics()  # the worker's metrics are the server's too
         from memvm.worker import start_worker_process, stop_worker_process
 
         worker = start_worker_process(target.url)

@@ -3,7 +3,8 @@
 Everything the processes must agree on already lives in PostgreSQL (turn locks, the otid, cancels,
 revoked keys, the embedding queue), so each is a replica like any other. The first process resolves
 the database (starting the embedded server) and hands it to the others through the environment;
-metrics are gathered across them with prometheus-client's multi-process mode.
+metrics are gathered across them, and from the embedding worker, with prometheus-client's
+multi-process mode.
 """
 
 import atexit
@@ -27,6 +28,16 @@ def http_processes(settings: Settings) -> int:
     return settings.workers or os.cpu_count() or 1
 
 
+def share_metrics() -> None:
+    """Every process of this server (the HTTP ones and the embedding worker) writes its metrics into
+    one temporary directory, and GET /metrics sums them (prometheus-client's multi-process mode).
+    Call it before any of them imports prometheus-client; a directory the operator set is kept."""
+    if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        metrics_dir = tempfile.mkdtemp(prefix="memvm-metrics-")
+        atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+
+
 def run_http(settings: Settings, target: DatabaseTarget) -> None:
     processes = http_processes(settings)
     if processes == 1:
@@ -34,8 +45,7 @@ def run_http(settings: Settings, target: DatabaseTarget) -> None:
 
         uvicorn.run(create_app(settings, database=target), host=settings.host, port=settings.port, log_level=settings.log_level)
         return
-    metrics_dir = tempfile.mkdtemp(prefix="memvm-metrics-")
-    atexit.register(shutil.rmtree, metrics_dir, ignore_errors=True)
+    share_metrics()
     # uvicorn starts each process afresh (spawn): they read their settings from this environment.
     os.environ.update(
         {
@@ -44,7 +54,6 @@ def run_http(settings: Settings, target: DatabaseTarget) -> None:
             "MEMVM_PORT": str(settings.port),
             "MEMVM_INSECURE": str(settings.insecure).lower(),
             "MEMVM_EMBEDDING_WORKER": str(settings.embedding_worker).lower(),
-            "PROMETHEUS_MULTIPROC_DIR": metrics_dir,
         }
     )
     uvicorn.run(

@@ -53,6 +53,10 @@ async def test_the_server_embeds_in_a_niced_worker_process_that_ends_with_it(tmp
             await connection.close()
         assert counts is not None and counts["waiting"] == 0 and counts["embedded"] >= 2, served.log()
         assert model_loaded(worker) and not model_loaded(server)  # the turn's messages were embedded elsewhere
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=10.0) as http:
+            exposition = (await http.get("/metrics")).text
+        embedded = [line for line in exposition.splitlines() if line.startswith("memvm_embedding_queue_embedded_total ")]
+        assert embedded and float(embedded[0].split()[1]) >= 2  # the worker's count, scraped from the server
 
         server.kill()  # no chance to stop its worker: the worker ends with it all the same
         psutil.wait_procs([worker], timeout=20)

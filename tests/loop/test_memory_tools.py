@@ -340,7 +340,9 @@ async def test_multi_block_patch_failing_late_applies_nothing(client, llm, db):
         ],
     )
     before_rows = await block_rows(db)
-    before_prompt = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+    before_prompt, compiled_at = await db.fetchrow(
+        "SELECT compiled_system, system_compiled_at FROM agent WHERE id = $1", agent["id"]
+    )
     patch = (
         "*** Add Block: projects\n+memvm\n"
         "*** Update Block: human\n@@\n-Name: Bob\n+Name: Robert\n"
@@ -356,8 +358,11 @@ async def test_multi_block_patch_failing_late_applies_nothing(client, llm, db):
     assert blocks["human"]["value"] == "Name: Bob" and blocks["scratch"]["value"] == "tmp"
     assert await block_rows(db) == before_rows
     assert await agent_changes(db) == []
-    stored_prompt = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+    stored_prompt, stored_at = await db.fetchrow(
+        "SELECT compiled_system, system_compiled_at FROM agent WHERE id = $1", agent["id"]
+    )
     assert stored_prompt == before_prompt and "<projects>" not in stored_prompt
+    assert stored_at == compiled_at  # not even recompiled: the failed call's recompile went with its writes
 
 
 async def test_multi_block_patch_whose_move_clashes_applies_nothing(client, llm, db):

@@ -1,8 +1,8 @@
 """Compiling and storing agents' system prompts; called in the same transaction as every
 prompt-affecting change, so a stored prompt is never stale."""
 
-from collections.abc import AsyncIterator, Iterable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from datetime import UTC, datetime
 from importlib.resources import files
 
@@ -50,6 +50,20 @@ async def recompiles_at_end(session: AsyncSession) -> AsyncIterator[None]:
     finally:
         del session.info[_DEFERRED_RECOMPILES]
     await recompile_agents(session, pending)
+
+
+@contextmanager
+def recompiles_dropped_on_error(session: AsyncSession) -> Iterator[None]:
+    """Around a savepoint inside `recompiles_at_end`: when an error rolls the writes back, the
+    recompiles they asked for are dropped with them (a failed tool call changes no prompt)."""
+    pending = session.info.get(_DEFERRED_RECOMPILES)
+    before = set(pending) if pending is not None else set()
+    try:
+        yield
+    except BaseException:
+        if pending is not None:
+            pending.intersection_update(before)
+        raise
 
 
 async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> None:

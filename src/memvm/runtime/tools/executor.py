@@ -11,6 +11,7 @@ from memvm.errors import DomainError
 from memvm.ids import new_id
 from memvm.llm.types import ToolCall
 from memvm.orm import Message
+from memvm.prompts.service import recompiles_dropped_on_error
 from memvm.runtime.tools import archival_tools, conversation_tools, memory_command, memory_tools
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.context import ToolContext
@@ -78,8 +79,9 @@ async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> 
     except ValueError as error:
         return ToolOutcome.invalid(str(error))
     try:
-        async with ctx.session.begin_nested():  # the call's id goes into the history of what it changes
-            message = await HANDLERS[call.name](replace(ctx, actor=replace(ctx.actor, tool_call_id=call.id)), **arguments)
+        with recompiles_dropped_on_error(ctx.session):
+            async with ctx.session.begin_nested():  # the call's id goes into the history of what it changes
+                message = await HANDLERS[call.name](replace(ctx, actor=replace(ctx.actor, tool_call_id=call.id)), **arguments)
     except DomainError as error:
         return ToolOutcome("error", error.message, heartbeat=heartbeat)
     return ToolOutcome("success", clip(message, RETURN_CHAR_LIMIT), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)
