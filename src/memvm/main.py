@@ -32,7 +32,7 @@ from memvm.api.limits import BodySizeLimit
 from memvm.api.metrics import HttpMetrics
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
-from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker
+from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker, build_turn_lock_engine
 from memvm.db.migrate import upgrade_to_head
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
@@ -58,6 +58,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         target = database or resolve_database(settings)
         engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
+        turn_lock_engine = build_turn_lock_engine(target.url, settings)
         models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
         worker, keys, sandbox, cancels, runtime, pruning = None, None, None, None, None, None
         try:
@@ -81,6 +82,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             runtime = RuntimeDeps(
                 sessionmaker=sessionmaker,
                 lock_engine=lock_engine,
+                turn_lock_engine=turn_lock_engine,
                 models=models,
                 embedders=embedders,
                 settings=settings,
@@ -116,6 +118,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             await embedders.aclose()
             await models.aclose()
             await lock_engine.dispose()
+            await turn_lock_engine.dispose()
             await engine.dispose()
 
     app = FastAPI(

@@ -30,7 +30,7 @@ Page = Annotated[PageRequest, Depends(page_params(50, "desc"))]
 AscendingPage = Annotated[PageRequest, Depends(page_params(100, "asc"))]
 
 
-def _run_filter(
+async def _run_filter(
     agent_id: str | None = None,
     agent_ids: Annotated[list[str] | None, Query()] = None,
     statuses: Annotated[list[str] | None, Query(description="created, running, completed, failed, cancelled")] = None,

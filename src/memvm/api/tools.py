@@ -19,7 +19,7 @@ router = APIRouter(tags=["tools"])
 ToolId = Annotated[str, Path(pattern=id_pattern("tool"), description="tool-<uuid4>")]
 
 
-def _tool_filter(
+async def _tool_filter(
     name: str | None = None,
     names: Annotated[list[str] | None, Query()] = None,
     tool_types: Annotated[list[str] | None, Query()] = None,

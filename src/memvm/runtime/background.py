@@ -27,7 +27,7 @@ from memvm.runs import service as runs
 from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
 from memvm.runtime.deps import RuntimeDeps
 from memvm.runtime.send import send
-from memvm.runtime.turn_lock import agent_turn_lock, claim_run, run_claimed
+from memvm.runtime.turn_lock import claim_run, run_claimed
 
 log = logging.getLogger(__name__)
 CALLBACK_ATTEMPTS = 3
@@ -175,7 +175,7 @@ async def fail_orphaned_runs(deps: RuntimeDeps) -> int:
     for organization_id, agent_id in dict.fromkeys(running):
         try:
             async with (
-                agent_turn_lock(deps.lock_engine, organization_id, agent_id, timeout_seconds=0.001),
+                deps.turn_lock(organization_id, agent_id, timeout_seconds=0.001),
                 transaction(deps.sessionmaker, organization_id) as session,
             ):
                 failed += len(await runs.fail_orphans(session, agent_id))

@@ -4,9 +4,11 @@ run. While the LISTEN connection is down, a turn asks the database between steps
 
 import asyncio
 
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm.db.listener import PgListener
+from memvm.db.uow import transaction
+from memvm.runs import service as runs
 from memvm.runs.service import CANCEL_CHANNEL
 
 
@@ -24,6 +26,15 @@ class CancelSignals:
 
     def release(self, run_id: str) -> None:
         self._events.pop(run_id, None)
+
+    async def requested(self, run_id: str, sessionmaker: async_sessionmaker[AsyncSession], organization_id: str) -> bool:
+        """Between steps: the run's event, or (while this process cannot LISTEN) the run row."""
+        event = self.watch(run_id)
+        if not event.is_set() and not self.listening:
+            async with transaction(sessionmaker, organization_id) as session:
+                if await runs.cancel_requested(session, run_id):
+                    event.set()
+        return event.is_set()
 
     def signal(self, run_id: str) -> None:
         """A run was asked to stop (the NOTIFY, or this process's own request)."""

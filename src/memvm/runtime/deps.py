@@ -18,7 +18,8 @@ from memvm.sandbox.runner import Sandbox
 @dataclass(frozen=True)
 class RuntimeDeps:
     sessionmaker: async_sessionmaker[AsyncSession]
-    lock_engine: AsyncEngine
+    lock_engine: AsyncEngine  # unpooled: run claims and LISTEN (runtime/turn_lock.py, runtime/cancel.py)
+    turn_lock_engine: AsyncEngine  # pooled: the agents' turn locks
     models: ModelSource
     embedders: EmbedderRegistry
     settings: Settings
@@ -30,9 +31,10 @@ class RuntimeDeps:
     provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
     background: set["asyncio.Task[None]"] = field(default_factory=set)  # background turns of this process
 
-    def turn_lock(self, organization_id: str, agent_id: str) -> AbstractAsyncContextManager[asyncio.Event]:
-        """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow; the
-        event is set if the lock is lost."""
-        return agent_turn_lock(
-            self.lock_engine, organization_id, agent_id, timeout_seconds=self.settings.turn_lock_timeout_seconds
-        )
+    def turn_lock(
+        self, organization_id: str, agent_id: str, *, timeout_seconds: float | None = None
+    ) -> AbstractAsyncContextManager[asyncio.Event]:
+        """The agent's turn lock (runtime/turn_lock.py), waiting as long as the settings allow unless
+        told otherwise; the event is set if the lock is lost."""
+        wait = self.settings.turn_lock_timeout_seconds if timeout_seconds is None else timeout_seconds
+        return agent_turn_lock(self.turn_lock_engine, organization_id, agent_id, timeout_seconds=wait)

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -93,6 +93,7 @@ class Turn:
     last_prompt_tokens: int = 0
     streamed_message_id: str | None = None
     embedding: EmbeddingModel | None = None
+    finished: bool = False  # the run's end is stored (by the last step's transaction)
 
     @classmethod
     async def start(
@@ -146,7 +147,7 @@ class Turn:
         try:
             steps = [self._resolve()] if self.answers is not None else []
             for step in itertools.chain(steps, (self._step() for _ in range(self.request.max_steps))):
-                if await self._cancel_requested():
+                if await self.deps.cancels.requested(self.run_id, self.deps.sessionmaker, self.agent.organization_id):
                     stop_reason = "cancelled"
                     break
                 step_end = None
@@ -224,13 +225,8 @@ class Turn:
         sandboxed = await self.custom_calls.run(without(completion, waiting).tool_calls, frozenset(offered))
         shown, stop_reason = await self._store_step(completion, vectors, sandboxed, waiting)
         self.deps.embedding_wakeup.set()
-        for message in shown:
-            for letta in to_letta(
-                message, agent_type=self.agent.agent_type, include_compaction=self.request.include_compaction_messages
-            ):
-                already_streamed = letta["id"] == streamed and letta["message_type"] == "assistant_message"
-                if self._wanted(letta) and not already_streamed:
-                    yield letta
+        for letta in self._for_client(shown, streamed):
+            yield letta
         yield StepEnd(stop_reason)
 
     def _model_request(self) -> ModelRequest:
@@ -289,10 +285,8 @@ class Turn:
         completion = Completion(None, tuple(calls))
         vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), approved.tool_calls)
         shown, stop_reason = await self._store_step(completion, vectors, settled, [])
-        for message in shown:
-            for letta in to_letta(message, agent_type=self.agent.agent_type):
-                if self._wanted(letta):
-                    yield letta
+        for letta in self._for_client(shown):
+            yield letta
         yield StepEnd(stop_reason)
 
     async def _store_step(
@@ -339,7 +333,12 @@ class Turn:
             stored, shown = [*head, *results], [*head[len(self.pending_inputs) :], *results]
             stop_reason = await self._conclude(session, ready, outcomes, (head[-1].id, waiting), base, stored)
             runs.record_step(session, self.meter.row(step_id, base, calls=completion.tool_calls, stop_reason=stop_reason))
+            if stop_reason is not None:  # the last step: the run ends in its transaction
+                if shown:
+                    self.clock.saw_event()  # what the client is sent first is ready now
+                await self._record_end(session, stop_reason)
             await session.flush()
+        self.finished = stop_reason is not None
         self.streamed_message_id = None
         self.pending_inputs = []
         self.answers = None
@@ -372,23 +371,26 @@ class Turn:
             session.add(stored[-1])
         return decision.stop_reason
 
-    def _wanted(self, letta: dict[str, Any]) -> bool:
-        wanted = self.request.include_return_message_types
-        return wanted is None or letta["message_type"] in wanted
-
-    async def _cancel_requested(self) -> bool:
-        """Between steps: the run's cancel event, or (while this process cannot LISTEN) the run row."""
-        if not self.cancelled.is_set() and not self.deps.cancels.listening:
-            async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
-                if await runs.cancel_requested(session, self.run_id):
-                    self.cancelled.set()
-        return self.cancelled.is_set()
+    def _for_client(self, shown: list[Message], streamed_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """The Letta messages of the types asked for, less the assistant message already streamed."""
+        wanted, compaction = self.request.include_return_message_types, self.request.include_compaction_messages
+        for message in shown:
+            for letta in to_letta(message, agent_type=self.agent.agent_type, include_compaction=compaction):
+                already_streamed = letta["id"] == streamed_id and letta["message_type"] == "assistant_message"
+                if (wanted is None or letta["message_type"] in wanted) and not already_streamed:
+                    yield letta
 
     async def _finish(self, stop_reason: str) -> None:
+        """Ends the run, unless the last step's transaction already did."""
         self.deps.cancels.release(self.run_id)
-        usage = self.usage.as_letta(self.run_id)
+        if self.finished:
+            return
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
-            if self.failed_step is not None:
-                runs.record_step(session, self.failed_step)
-            await autoclear.clear_after_turn(session, self.agent, stop_reason)
-            await runs.finish_run(session, self.run_id, stop_reason=stop_reason, usage=usage, clock=self.clock)
+            await self._record_end(session, stop_reason)
+
+    async def _record_end(self, session: AsyncSession, stop_reason: str) -> None:
+        if self.failed_step is not None:
+            runs.record_step(session, self.failed_step)
+        await autoclear.clear_after_turn(session, self.agent, stop_reason)
+        usage = self.usage.as_letta(self.run_id)
+        await runs.finish_run(session, self.run_id, stop_reason=stop_reason, usage=usage, clock=self.clock)
