@@ -222,6 +222,17 @@ async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Bl
     return block
 
 
+async def locked_block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block:
+    """`block_by_label`, row-locked for an edit: one statement when the label exists."""
+    block = await repository.lock_block_by_label(session, agent_id, label)
+    if block is None:  # raises the NotFound that names what is unknown, or the label was attached since
+        await block_by_label(session, agent_id, label)
+        block = await repository.lock_block_by_label(session, agent_id, label)
+    if block is None:
+        raise Conflict(f"The block {label!r} of agent {agent_id!r} was detached while it was being edited; try again.")
+    return block
+
+
 async def find_block(session: AsyncSession, agent_id: str, label: str, *, lock: bool) -> Block | None:
     """The agent's block with this label, or None. `lock` row-locks it for an edit (re-read under the
     lock, so an edit always applies to the latest value, never a stale snapshot)."""
@@ -266,11 +277,13 @@ async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
 
 
 async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: bool, dry_run: bool) -> str:
-    agent = await get_agent(session, agent_id, lock=not dry_run)
     if dry_run:
+        agent = await get_agent(session, agent_id)
         return await preview_prompt(session, agent, keep_timestamp=not update_timestamp)
-    await recompile_agents(session, [agent_id], keep_timestamp=not update_timestamp)
-    return agent.compiled_system
+    recompiled = await recompile_agents(session, [agent_id], keep_timestamp=not update_timestamp)
+    if not recompiled:
+        await get_agent(session, agent_id)  # raises the NotFound every agent route gives
+    return recompiled[0].compiled_system
 
 
 async def _locked_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:

@@ -84,6 +84,6 @@ async def update_agent_block(
 ) -> BlockRead:
     """Edit the agent's block by label; every agent sharing the block is recompiled. Honors If-Match."""
     async with tx() as session:
-        block = await agents.block_by_label(session, agent_id, block_label)
-        view = BlockRead.of(await blocks.update_block(session, block.id, body, if_match=if_match, actor=caller.actor))
+        block = await agents.locked_block_by_label(session, agent_id, block_label)
+        view = BlockRead.of(await blocks.update_locked_block(session, block, body, if_match=if_match, actor=caller.actor))
     return with_etag(response, view)

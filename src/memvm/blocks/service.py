@@ -91,7 +91,13 @@ async def update_block(
 ) -> Block:
     """Apply `update` under the block's row lock. Raises PreconditionFailed if `if_match` is not
     the current version, InvalidInput if the result breaks a rule, Conflict on a label clash."""
-    block = await lock_block(session, block_id)
+    return await update_locked_block(session, await lock_block(session, block_id), update, if_match=if_match, actor=actor)
+
+
+async def update_locked_block(
+    session: AsyncSession, block: Block, update: BlockUpdate, *, if_match: int | None, actor: Actor
+) -> Block:
+    """`update_block` of a block the caller has row-locked."""
     check_version(block, if_match)
     return await apply_changes(session, block, update.changes(), actor=actor)
 

@@ -2,6 +2,7 @@
 the counts of what each agent keeps outside its prompt."""
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -20,13 +21,29 @@ _BLOCKS_OF_AGENTS = (
 )
 
 
-async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[Agent]:
-    """In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
+def _outside_counts() -> tuple[Any, Any]:
+    """Per agent row: messages stored but out of the context window, and passages in its archives."""
+    recall = select(func.count()).select_from(Message).where(Message.agent_id == Agent.id, ~Message.in_context).scalar_subquery()
+    archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
+    passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
+    return recall, passages
+
+
+async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int]]:
+    """The agents with their outside counts (see `outside_counts`), in one statement.
+
+    In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
     UPDATE (a recompile changes no key): it does not wait for the key-share locks that inserting a
     message takes on its agent, so a turn that stored its step's messages and then edits a shared
     block cannot deadlock with a block write recompiling that agent (blocks first, then agents)."""
-    query = select(Agent).where(Agent.id.in_(agent_ids)).order_by(Agent.id).with_for_update(key_share=True)
-    return list(await session.scalars(query.execution_options(populate_existing=True)))
+    query = (
+        select(Agent, *_outside_counts())
+        .where(Agent.id.in_(agent_ids))
+        .order_by(Agent.id)
+        .with_for_update(key_share=True, of=Agent)
+        .execution_options(populate_existing=True)
+    )
+    return [(agent, recall, passages) for agent, recall, passages in await session.execute(query)]
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -40,10 +57,7 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
 async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """Per agent, in one statement: messages stored but out of the context window, and passages in
     the agent's archives."""
-    recall = select(func.count()).select_from(Message).where(Message.agent_id == Agent.id, ~Message.in_context).scalar_subquery()
-    archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
-    passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
-    query = select(Agent.id, recall, passages).where(Agent.id.in_(agent_ids))
+    query = select(Agent.id, *_outside_counts()).where(Agent.id.in_(agent_ids))
     return {agent_id: (messages, stored) for agent_id, messages, stored in await session.execute(query)}
 
 

@@ -66,24 +66,26 @@ def recompiles_dropped_on_error(session: AsyncSession) -> Iterator[None]:
         raise
 
 
-async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> None:
-    """Lock the agents, then compile from the blocks as they are now and store the result."""
+async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> list[Agent]:
+    """Lock the agents, then compile from the blocks as they are now and store the result. Returns
+    the agents recompiled (none while recompiles are deferred: see `recompiles_at_end`)."""
     ids = sorted(set(agent_ids))
     if not ids:
-        return
+        return []
     deferred = session.info.get(_DEFERRED_RECOMPILES)
     if deferred is not None and not keep_timestamp:
         deferred.update(ids)
-        return
-    agents = await repository.lock_agents(session, ids)
+        return []
+    locked = await repository.lock_agents(session, ids)
     blocks = await repository.blocks_in_prompt_order(session, ids)
-    stats = await memory_stats(session, ids)
     now = datetime.now(UTC)
-    for agent in agents:
+    for agent, recall, passages in locked:
+        stats = await _stats(session, agent.id, recall, passages)
         compiled_at = agent.system_compiled_at if keep_timestamp else now
-        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at)
+        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at)
         agent.system_compiled_at = compiled_at
     await session.flush()
+    return [agent for agent, _, _ in locked]
 
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool) -> str:
@@ -97,9 +99,9 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
     """Counts of what each agent has outside its prompt (never the content)."""
     counts = await repository.outside_counts(session, agent_ids)
-    stats = {}
-    for agent_id in agent_ids:
-        recall, passages = counts.get(agent_id, (0, 0))
-        tags = await repository.archival_tags(session, agent_id) if passages else ()
-        stats[agent_id] = MemoryStats(recall_messages=recall, archival_passages=passages, archival_tags=tags)
-    return stats
+    return {agent_id: await _stats(session, agent_id, *counts.get(agent_id, (0, 0))) for agent_id in agent_ids}
+
+
+async def _stats(session: AsyncSession, agent_id: str, recall: int, passages: int) -> MemoryStats:
+    tags = await repository.archival_tags(session, agent_id) if passages else ()
+    return MemoryStats(recall_messages=recall, archival_passages=passages, archival_tags=tags)
