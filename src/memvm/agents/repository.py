@@ -66,17 +66,13 @@ async def lock_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[B
     return list(await session.scalars(query.execution_options(populate_existing=True)))
 
 
+_LOCKED_BLOCK_BY_LABEL = _BLOCK_BY_LABEL.with_for_update(of=Block)
+
+
 async def lock_block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:
     """The agent's block with this label, row-locked for an edit (re-read under the lock, so an
     edit always applies to the latest value, never a stale snapshot)."""
-    query = (
-        select(Block)
-        .join(AgentBlock, AgentBlock.block_id == Block.id)
-        .where(AgentBlock.agent_id == agent_id, AgentBlock.label == label)
-        .with_for_update(of=Block)
-        .execution_options(populate_existing=True)
-    )
-    return await session.scalar(query)
+    return await session.scalar(_LOCKED_BLOCK_BY_LABEL, {"agent_id": agent_id, "label": label})
 
 
 async def set_pending_approval(session: AsyncSession, agent_id: str, pending: dict[str, Any] | None) -> None:

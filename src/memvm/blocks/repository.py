@@ -18,9 +18,11 @@ async def get(session: AsyncSession, block_id: str, *, lock: bool = False) -> Bl
     return await session.scalar(query, {"block_id": block_id})
 
 
+_ATTACHED_AGENT_IDS = select(AgentBlock.agent_id).where(AgentBlock.block_id == bindparam("block_id"))  # every block write
+
+
 async def attached_agent_ids(session: AsyncSession, block_id: str) -> list[str]:
-    rows = await session.scalars(select(AgentBlock.agent_id).where(AgentBlock.block_id == block_id))
-    return list(rows)
+    return list(await session.scalars(_ATTACHED_AGENT_IDS, {"block_id": block_id}))
 
 
 async def agents_with_label(session: AsyncSession, agent_ids: Sequence[str], label: str) -> list[str]:

@@ -4,7 +4,7 @@ the counts of what each agent keeps outside its prompt."""
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import bindparam, func, select
+from sqlalchemy import BindParameter, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Agent, AgentArchive, AgentBlock, Block, Message, Passage
@@ -12,10 +12,11 @@ from memvm.orm import Agent, AgentArchive, AgentBlock, Block, Message, Passage
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
 # Read on every agent view and every recompile: built once, with bound parameters.
+_OF_AGENTS: BindParameter[list[str]] = bindparam("agent_ids", expanding=True)
 _BLOCKS_OF_AGENTS = (
     select(AgentBlock.agent_id, Block)
     .join(Block, Block.id == AgentBlock.block_id)
-    .where(AgentBlock.agent_id.in_(bindparam("agent_ids", expanding=True)))
+    .where(AgentBlock.agent_id.in_(_OF_AGENTS))
     .order_by(AgentBlock.agent_id, AgentBlock.position)
     .execution_options(populate_existing=True)
 )
@@ -29,21 +30,24 @@ def _outside_counts() -> tuple[Any, Any]:
     return recall, passages
 
 
-async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int]]:
-    """The agents with their outside counts (see `outside_counts`), in one statement.
+# In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
+# UPDATE (a recompile changes no key): it does not wait for the key-share locks that inserting a
+# message takes on its agent, so a turn that stored its step's messages and then edits a shared
+# block cannot deadlock with a block write recompiling that agent (blocks first, then agents).
+_LOCK_AGENTS = (
+    select(Agent, *_outside_counts())
+    .where(Agent.id.in_(_OF_AGENTS))
+    .order_by(Agent.id)
+    .with_for_update(key_share=True, of=Agent)
+    .execution_options(populate_existing=True)
+)
+_OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
 
-    In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
-    UPDATE (a recompile changes no key): it does not wait for the key-share locks that inserting a
-    message takes on its agent, so a turn that stored its step's messages and then edits a shared
-    block cannot deadlock with a block write recompiling that agent (blocks first, then agents)."""
-    query = (
-        select(Agent, *_outside_counts())
-        .where(Agent.id.in_(agent_ids))
-        .order_by(Agent.id)
-        .with_for_update(key_share=True, of=Agent)
-        .execution_options(populate_existing=True)
-    )
-    return [(agent, recall, passages) for agent, recall, passages in await session.execute(query)]
+
+async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int]]:
+    """The agents, locked, with their outside counts (see `outside_counts`), in one statement."""
+    rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
+    return [(agent, recall, passages) for agent, recall, passages in rows]
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -57,8 +61,8 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
 async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
     """Per agent, in one statement: messages stored but out of the context window, and passages in
     the agent's archives."""
-    query = select(Agent.id, *_outside_counts()).where(Agent.id.in_(agent_ids))
-    return {agent_id: (messages, stored) for agent_id, messages, stored in await session.execute(query)}
+    rows = await session.execute(_OUTSIDE_COUNTS, {"agent_ids": list(agent_ids)})
+    return {agent_id: (messages, stored) for agent_id, messages, stored in rows}
 
 
 async def archival_tags(session: AsyncSession, agent_id: str) -> tuple[str, ...]:
