@@ -3,9 +3,10 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, select, update
+from sqlalchemy import Select, bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.dml import rows_affected
 from memvm.orm import Agent, AgentBlock, Block
 
 # The hottest reads are built once, with bound parameters: building the expression per request
@@ -41,6 +42,22 @@ def agents_of_block_query(block_id: str) -> Select[Agent]:
 
 async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> AgentBlock | None:
     return await session.get(AgentBlock, (agent_id, block_id))
+
+
+_SAME_BLOCK_OR_LABEL = select(AgentBlock).where(
+    AgentBlock.agent_id == bindparam("agent_id"),
+    or_(AgentBlock.block_id == bindparam("block_id"), AgentBlock.label == bindparam("label")),
+)
+
+
+async def attachments_like(session: AsyncSession, agent_id: str, block_id: str, label: str) -> list[AgentBlock]:
+    """The agent's attachments of this block or of a block with this label (at most one of each)."""
+    return list(await session.scalars(_SAME_BLOCK_OR_LABEL, {"agent_id": agent_id, "block_id": block_id, "label": label}))
+
+
+async def detach(session: AsyncSession, agent_id: str, block_id: str) -> int:
+    link = delete(AgentBlock).where(AgentBlock.agent_id == agent_id, AgentBlock.block_id == block_id)
+    return await rows_affected(session, link)
 
 
 async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:

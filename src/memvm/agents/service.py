@@ -74,7 +74,7 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     # number them (`position`, an identity) in that order, so the prompt keeps the order given.
     session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in [*created, *existing]])
     await session.flush()
-    await tools.attach_tools(session, agent.id, await _initial_tools(session, data))
+    await tools.attach_tools(session, agent.id, await _initial_tools(session, data), new_agent=True)
     await recompile_agents(session, [agent.id])
     return agent
 
@@ -253,11 +253,11 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
     """Attach an existing block; idempotent. A label clash is a Conflict that names both blocks."""
     [block] = await _locked_blocks(session, [block_id])
     agent = await get_agent(session, agent_id, lock=True)
-    if await repository.attachment(session, agent_id, block_id) is not None:
+    links = await repository.attachments_like(session, agent_id, block_id, block.label)
+    if any(link.block_id == block_id for link in links):
         return agent
-    holder = await repository.block_by_label(session, agent_id, block.label)
-    if holder is not None:
-        raise _label_clash(agent_id, block, holder)
+    if links:
+        raise _label_clash(agent_id, block, holder_id=links[0].block_id)
     session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
     await flush_or_conflict(session, _LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}.")
     await recompile_agents(session, [agent_id])
@@ -266,12 +266,9 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
 
 async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
     """Detach a block from the agent; the block itself survives."""
-    agent = await get_agent(session, agent_id, lock=True)
-    link = await repository.attachment(session, agent_id, block_id)
-    if link is None:
+    agent = await get_agent(session, agent_id, lock=True)  # first, as attach takes it before the link
+    if not await repository.detach(session, agent_id, block_id):
         raise NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")
-    await session.delete(link)
-    await session.flush()
     await recompile_agents(session, [agent_id])
     return agent
 
@@ -288,6 +285,8 @@ async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: b
 
 async def _locked_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
     """The blocks, in the order given, locked against delete/relabel; NotFound names the missing ones."""
+    if not block_ids:
+        return []
     if len(set(block_ids)) != len(block_ids):
         raise InvalidInput("block_ids lists a block more than once; list each block once.")
     found = {block.id: block for block in await repository.lock_blocks(session, block_ids)}
@@ -320,9 +319,9 @@ async def _replace_blocks(session: AsyncSession, agent: Agent, new_blocks: Seque
             )
 
 
-def _label_clash(agent_id: str, block: Block, holder: Block) -> Conflict:
+def _label_clash(agent_id: str, block: Block, *, holder_id: str) -> Conflict:
     return Conflict(
-        f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder.id}); cannot attach {block.id}. "
+        f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder_id}); cannot attach {block.id}. "
         "Detach that block first or rename one of them."
     )
 

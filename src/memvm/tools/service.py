@@ -169,6 +169,8 @@ async def tools_by_name(session: AsyncSession, names: Sequence[str]) -> list[Too
 
 async def tools_named(session: AsyncSession, names: Sequence[str]) -> dict[str, Tool]:
     """The built-in and organization tools among `names`, by name (absent names are left out)."""
+    if not names:
+        return {}
     return {tool.name: tool for tool in await repository.by_names(session, names)}
 
 
@@ -186,9 +188,9 @@ async def tools_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> di
     return await repository.of_agents(session, agent_ids)
 
 
-async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool]) -> None:
-    """Attach in order, skipping tools already attached."""
-    attached = {tool.id for tool in await agent_tools(session, agent_id)}
+async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool], *, new_agent: bool = False) -> None:
+    """Attach in order, skipping tools already attached (an agent being created has none to read)."""
+    attached = set() if new_agent else {tool.id for tool in await agent_tools(session, agent_id)}
     for tool in tools:
         if tool.id not in attached:
             session.add(AgentTool(agent_id=agent_id, tool_id=tool.id))
