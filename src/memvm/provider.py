@@ -23,6 +23,13 @@ T = TypeVar("T")
 
 # Local servers accept any key, but the SDK refuses to start without one.
 PLACEHOLDER_API_KEY = "not-needed"
+_SDK_DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+
+def same_endpoint(one: str | None, other: str | None) -> bool:
+    """Whether two base URLs name the same server (None: the SDK's default)."""
+    return (one or _SDK_DEFAULT_BASE_URL).rstrip("/").lower() == (other or _SDK_DEFAULT_BASE_URL).rstrip("/").lower()
+
 
 # How providers say "prompt too long": OpenAI's code, OpenAI/vLLM's message, llama.cpp's message.
 _CONTEXT_MARKERS = ("context_length_exceeded", "maximum context length", "exceeds the available context size")

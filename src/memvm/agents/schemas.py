@@ -5,7 +5,7 @@ from datetime import datetime
 from typing import Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
@@ -106,6 +106,23 @@ class AgentFields(BaseModel):
 
     _timezone = field_validator("timezone")(_check_timezone)
     _secrets = field_validator("secrets")(_check_secret_names)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _embedding_from_config(cls, data: Any) -> Any:
+        """Letta's `embedding_config` is the long form of the `embedding` handle: an OpenAI-compatible
+        model becomes 'openai/<model>' (the handle wins when both are given). It is served through the
+        endpoint and key this server is configured with, never the config's `embedding_endpoint`: a
+        caller must not make the server send its key, or requests, to an address of the caller's
+        choosing. Other endpoint types (Letta's hosted 'letta-free', …) keep the local model."""
+        if not isinstance(data, dict) or data.get("embedding") is not None:
+            return data
+        config = data.get("embedding_config")
+        if isinstance(config, dict) and config.get("embedding_endpoint_type") == "openai":
+            model = config.get("embedding_model")
+            if isinstance(model, str) and model.strip():
+                return {**data, "embedding": f"openai/{model.strip()}"}
+        return data
 
 
 class AgentCreate(AgentFields):

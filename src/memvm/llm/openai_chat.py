@@ -27,7 +27,7 @@ from memvm.llm.types import (
     ToolSpec,
     Usage,
 )
-from memvm.provider import PLACEHOLDER_API_KEY, MalformedResponse, ProviderCalls, RetryPolicy, Sleep, build_client
+from memvm.provider import PLACEHOLDER_API_KEY, MalformedResponse, ProviderCalls, RetryPolicy, Sleep, build_client, same_endpoint
 
 # ---------------------------------------------------------------- request mapping
 
@@ -270,7 +270,9 @@ class ChatModelFactory:
 
     def for_endpoint(self, endpoint: Endpoint) -> OpenAIChatModel:
         base_url = endpoint.base_url or self._default_base_url
-        api_key = endpoint.api_key or self._default_api_key or PLACEHOLDER_API_KEY
+        # The server's key goes to the server's endpoint only: an agent's llm_config may name any URL.
+        server_key = self._default_api_key if same_endpoint(base_url, self._default_base_url) else None
+        api_key = endpoint.api_key or server_key or PLACEHOLDER_API_KEY
         key = (base_url, api_key)
         client = self._clients.get(key)
         if client is None:
