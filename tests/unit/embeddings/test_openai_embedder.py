@@ -37,11 +37,14 @@ class FakeEmbeddings:
         self.requests: list[dict] = []
         self.failures: list[tuple[int, str]] = []
         self.reverse = False  # answer in reverse order (with correct indices), as some servers may
+        self.bodies: list[bytes] = []  # 200 answers with these bodies first, whatever they hold
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/v1/embeddings", request.url.path
         body = json.loads(request.content)
         self.requests.append(body)
+        if self.bodies:
+            return httpx.Response(200, content=self.bodies.pop(0), headers={"content-type": "application/json"})
         if self.failures:
             status, message = self.failures.pop(0)
             return httpx.Response(status, json={"error": {"message": message, "type": "server_error", "code": None}})
@@ -120,6 +123,22 @@ async def test_no_texts_no_request(client, fake, sleeps, retry):
 async def test_wrong_dimension_is_a_clear_error(client, fake, sleeps, retry):
     with pytest.raises(EmbeddingDimensionMismatch, match="returned 8-dimensional vectors but 16 are configured"):
         await embedder(client, sleeps, retry, dim=16).embed(["a"])
+
+
+async def test_a_body_that_is_not_json_is_retried_like_a_server_error(client, fake, sleeps, retry):
+    fake.bodies = [b"<html>proxy error</html>"]
+    vectors = await embedder(client, sleeps, retry).embed(["a"])
+    assert np.allclose(vectors[0], unit(vector_for("a", DIM))) and len(fake.requests) == 2 and len(sleeps) == 1
+
+
+@pytest.mark.parametrize(
+    "body", [b'{"data": [{"index": 0}]}', b'{"error": "none"}', b"[1, 2]", b'{"data": [{"index": 0, "embedding": "x"}]}']
+)
+async def test_json_that_is_no_embedding_list_is_a_clear_error(client, fake, sleeps, retry, body):
+    fake.bodies = [body]
+    with pytest.raises((LLMRejected, EmbeddingDimensionMismatch), match="embedding list|dimensional"):
+        await embedder(client, sleeps, retry).embed(["a"])
+    assert len(fake.requests) == 1
 
 
 async def test_server_error_then_success_is_retried(client, fake, sleeps, retry):
