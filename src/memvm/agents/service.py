@@ -326,16 +326,19 @@ def _label_clash(agent_id: str, block: Block, *, holder_id: str) -> Conflict:
     )
 
 
-async def describe(session: AsyncSession, agents: Sequence[Agent], *, include: set[str] | None) -> list[AgentRead]:
+async def describe(
+    session: AsyncSession, agents: Sequence[Agent], *, include: set[str] | None, new: bool = False
+) -> list[AgentRead]:
     """API views of `agents`. `include=None` means everything; otherwise only the named
-    relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients."""
+    relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients.
+    `new`: agents created in this transaction, which have no runs to look up."""
     with_blocks = include is None or "agent.blocks" in include
     blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
     tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
     show_tags = include is None or "agent.tags" in include
     show_secrets = include is None or "agent.secrets" in include
-    last_runs = await runs.latest_runs(session, [agent.id for agent in agents])
+    last_runs = {} if new else await runs.latest_runs(session, [agent.id for agent in agents])
     return [
         AgentRead.of(
             agent,

@@ -19,7 +19,7 @@ async def create_agent(body: AgentCreate, caller: CallerDep, tx: TransactionDep)
     """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
     async with tx() as session:
         agent = await service.create_agent(session, body, actor=caller.actor)
-        [view] = await service.describe(session, [agent], include=None)
+        [view] = await service.describe(session, [agent], include=None, new=True)
     return view
 
 
