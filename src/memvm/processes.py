@@ -14,5 +14,13 @@ def end_with_parent(signum: signal.Signals) -> None:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
 
 
+# HTTP client libraries that log every request at INFO: each model and embedding call would add a
+# line (and its cost) to every turn. Shown at DEBUG.
+_PER_REQUEST_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
 def configure_logging(level: str) -> None:
     logging.basicConfig(level=level.upper(), format="%(levelname)s:     %(name)s: %(message)s")
+    if logging.getLogger().getEffectiveLevel() > logging.DEBUG:
+        for name in _PER_REQUEST_LOGGERS:
+            logging.getLogger(name).setLevel(logging.WARNING)

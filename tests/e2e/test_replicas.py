@@ -52,6 +52,8 @@ async def test_turn_lock_and_otid_hold_across_two_replicas(tmp_path, database_ur
     assert original.status_code == retried.status_code == 200
     assert retried.json()["messages"] == original.json()["messages"]
     assert len(llm.requests) == 3  # the retried otid did not call the model again
+    logs = (tmp_path / "a.log").read_text() + (tmp_path / "b.log").read_text()
+    assert "POST /v1/agents/" in logs and "HTTP Request:" not in logs  # the access log, not a line per model call
 
 
 async def test_a_cancel_sent_to_one_replica_stops_the_turn_running_on_the_other(tmp_path, database_url, llm):
