@@ -13,6 +13,11 @@ from memvm.orm import Message
 SEND_MESSAGE = "send_message"
 
 
+def error_message(run_id: str, stop_reason: str, message: str) -> dict[str, Any]:
+    """Letta's error_message event, which follows the stop_reason of a turn that failed."""
+    return {"message_type": "error_message", "run_id": run_id, "error_type": stop_reason, "message": message, "detail": None}
+
+
 def to_letta(message: Message, *, agent_type: str, include_compaction: bool = False) -> list[dict[str, Any]]:
     speaks_via_tool = agent_type in {"memgpt_agent", "memgpt_v2_agent"}
     if message.role == "tool":

@@ -7,7 +7,6 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm import metrics
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import NotFound
 from memvm.ids import new_id
@@ -83,7 +82,6 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
 
 
 async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, usage: dict[str, Any], clock: RunClock) -> None:
-    metrics.TURNS.labels(stop_reason).inc()
     values = {
         "status": status_after(stop_reason),
         "stop_reason": stop_reason,

@@ -21,6 +21,7 @@ from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.errors import DomainError
 from memvm.ids import new_id
+from memvm.messages.letta_format import error_message
 from memvm.messages.schemas import SendRequest
 from memvm.orm import Run
 from memvm.runs import service as runs
@@ -134,7 +135,7 @@ async def _end_unstarted(deps: RuntimeDeps, caller: Caller, run_id: str, seq: in
             return
         run.status, run.stop_reason, run.completed_at = status_after(stop_reason), stop_reason, datetime.now(UTC)
         if error is not None:
-            failure = {"message_type": "error_message", "run_id": run_id, "error_type": stop_reason, "message": error}
+            failure = error_message(run_id, stop_reason, error)
             runs.record_event(session, run_id, seq + 1, {**failure, "seq_id": seq + 1})
             runs.record_event(
                 session, run_id, seq + 2, {"message_type": "stop_reason", "stop_reason": stop_reason, "seq_id": seq + 2}

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm import metrics
 from memvm.actors import Actor, Caller
 from memvm.agents import service as agents
 from memvm.db.uow import transaction
@@ -24,7 +25,7 @@ from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, ToolCall, ToolSpec
 from memvm.messages import service as messages
-from memvm.messages.letta_format import to_letta
+from memvm.messages.letta_format import error_message, to_letta
 from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
 from memvm.prompts.service import recompiles_at_end
@@ -174,13 +175,7 @@ class Turn:
         yield {"message_type": "stop_reason", "stop_reason": stop_reason}
         yield self.usage.as_letta(self.run_id)
         if error is not None:
-            yield {
-                "message_type": "error_message",
-                "run_id": self.run_id,
-                "error_type": stop_reason,
-                "message": error,
-                "detail": None,
-            }
+            yield error_message(self.run_id, stop_reason, error)
 
     async def _step(self) -> AsyncIterator[dict[str, Any] | StepEnd]:
         """One step: (compact if needed) → model → store. Yields token deltas, the stored step's
@@ -338,7 +333,8 @@ class Turn:
                     self.clock.saw_event()  # what the client is sent first is ready now
                 await self._record_end(session, stop_reason)
             await session.flush()
-        self.finished = stop_reason is not None
+        if stop_reason is not None:
+            self._ended(stop_reason)
         self.streamed_message_id = None
         self.pending_inputs = []
         self.answers = None
@@ -387,6 +383,12 @@ class Turn:
             return
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             await self._record_end(session, stop_reason)
+        self._ended(stop_reason)
+
+    def _ended(self, stop_reason: str) -> None:
+        """The run's end is committed: count the turn once, whichever transaction stored it."""
+        self.finished = True
+        metrics.TURNS.labels(stop_reason).inc()
 
     async def _record_end(self, session: AsyncSession, stop_reason: str) -> None:
         if self.failed_step is not None:
