@@ -29,6 +29,14 @@ async def next_session(engine) -> int:
         return await connection.scalar(text("SELECT pg_backend_pid()"))
 
 
+async def waiting_session(db, seconds: float = 10) -> int | None:
+    """The session waiting for a turn lock, once its lock statement has reached the server."""
+    deadline = asyncio.get_running_loop().time() + seconds
+    while (pid := await db.fetchval(LOCKING_SESSION, False)) is None and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.05)
+    return pid
+
+
 async def no_turn_lock_within(db, seconds: float) -> bool:
     """A discarded connection's session ends (and drops its locks) just after it is closed."""
     deadline = asyncio.get_running_loop().time() + seconds
@@ -69,8 +77,7 @@ async def test_a_turn_cancelled_while_it_waits_leaves_no_lock_behind(engines, db
 
     async with agent_turn_lock(holder, "org", "agent-1", timeout_seconds=1):
         waiting = asyncio.create_task(wait_for_the_lock())
-        await asyncio.sleep(0.3)
-        waited_in = await db.fetchval(LOCKING_SESSION, False)
+        waited_in = await waiting_session(db)
         waiting.cancel()
         with pytest.raises(asyncio.CancelledError):
             await waiting
