@@ -170,6 +170,9 @@ def _serve(args: argparse.Namespace) -> int:
     configure_logging(settings.log_level)
     target = resolve_database(settings)
     log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes(settings))
+    if settings.ui:
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        log.info("operator console: http://%s:%d/ui/ (MEMVM_UI=false turns it off)", host, settings.port)
     if settings.embedding_worker and settings.embedding_process:
         share_metrics()  # the worker's metrics are the server's too
         from memvm.worker import start_worker_process, stop_worker_process

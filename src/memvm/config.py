@@ -28,6 +28,8 @@ class Settings(BaseSettings):
     db_idle_ping_seconds: float = Field(5.0, ge=0)
     log_level: str = "info"
     migrate_on_start: bool = True
+    # The operator console at /ui/ (server-rendered pages behind the same API keys).
+    ui: bool = True
 
     # Access control: with an admin key (or once any API key exists) every route but /v1/health/
     # needs a key. Without, the server is for this machine only: a non-loopback host is refused

@@ -17,6 +17,7 @@ from memvm.api import (
     archival,
     auth,
     blocks,
+    console,
     core_memory,
     errors,
     health,
@@ -137,6 +138,8 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     for module in (agent_files, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
         guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
         app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)
+    if settings.ui:
+        console.install(app)
     return app
 
 

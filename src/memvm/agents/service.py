@@ -283,6 +283,11 @@ async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: b
     return recompiled[0].compiled_system
 
 
+async def prompt_in_mode(session: AsyncSession, agent_id: str, mode: RenderMode) -> str:
+    """The agent's current prompt as it would read in `mode` (the stored one is in the agent's own)."""
+    return await preview_prompt(session, await get_agent(session, agent_id), keep_timestamp=True, mode=mode)
+
+
 async def _locked_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
     """The blocks, in the order given, locked against delete/relabel; NotFound names the missing ones."""
     if not block_ids:

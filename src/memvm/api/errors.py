@@ -84,8 +84,12 @@ def install(app: FastAPI) -> None:
     app.exception_handler(Exception)(_unexpected_error)
 
 
+def status_of(error: DomainError) -> int:
+    return next((code for cls, code in STATUS_OF.items() if isinstance(error, cls)), 500)
+
+
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
-    status = next((code for cls, code in STATUS_OF.items() if isinstance(error, cls)), 500)
+    status = status_of(error)
     headers = {**_NO_RETRY, "www-authenticate": "Bearer"} if status == 401 else _NO_RETRY
     body: dict[str, Any] = {"detail": error.message}
     problems = getattr(error, "problems", None)  # errors that list several reasons (agent-file import)

@@ -25,11 +25,13 @@ def block_views(blocks: Sequence[Block]) -> list[BlockView]:
     ]
 
 
-def compile_agent_prompt(agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime) -> str:
+def compile_agent_prompt(
+    agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime, mode: RenderMode | None = None
+) -> str:
+    """The agent's prompt, in its own render mode unless `mode` asks for another."""
     metadata = render_memory_metadata(agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone)
-    return compile_system_prompt(
-        system=agent.system, blocks=block_views(blocks), mode=RenderMode(agent.memory_render_mode), metadata=metadata
-    )
+    mode = mode or RenderMode(agent.memory_render_mode)
+    return compile_system_prompt(system=agent.system, blocks=block_views(blocks), mode=mode, metadata=metadata)
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -88,12 +90,12 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
     return [agent for agent, _, _ in locked]
 
 
-async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool) -> str:
-    """What a recompile would store now, without storing it."""
+async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool, mode: RenderMode | None = None) -> str:
+    """What a recompile would store now, without storing it (or the same in another render mode)."""
     blocks = await repository.blocks_in_prompt_order(session, [agent.id])
     stats = await memory_stats(session, [agent.id])
     compiled_at = agent.system_compiled_at if keep_timestamp else datetime.now(UTC)
-    return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at)
+    return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at, mode=mode)
 
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:

@@ -49,6 +49,20 @@ async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
     return {run.agent_id: run for run in await session.scalars(_LATEST_RUNS, {"agent_ids": list(agent_ids)})}
 
 
+_LATEST_PROMPT_TOKENS = (  # the console's agent list: how full each window was at its last model call
+    select(Step.agent_id, Step.prompt_tokens)
+    .where(Step.agent_id.in_(bindparam("agent_ids", expanding=True)), Step.status == "success")
+    .ext(distinct_on(Step.agent_id))
+    .order_by(Step.agent_id, Step.created_at.desc())
+)
+
+
+async def latest_prompt_tokens(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
+    """Each agent's prompt tokens at its newest successful step."""
+    rows = await session.execute(_LATEST_PROMPT_TOKENS, {"agent_ids": list(agent_ids)})
+    return {agent_id: tokens for agent_id, tokens in rows}
+
+
 CANCEL_CHANNEL = "memvm_run_cancel"
 
 

@@ -150,6 +150,10 @@ async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
     return await repository.latest_runs(session, agent_ids) if agent_ids else {}
 
 
+async def latest_prompt_tokens(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
+    return await repository.latest_prompt_tokens(session, agent_ids) if agent_ids else {}
+
+
 CANCEL_CHANNEL = repository.CANCEL_CHANNEL
 
 

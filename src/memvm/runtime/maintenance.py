@@ -15,7 +15,7 @@ from memvm.prompts.service import block_views, blocks_in_prompt_order, memory_st
 from memvm.runtime.compaction import CompactionError, compact
 from memvm.runtime.conversation import to_chat
 from memvm.runtime.deps import RuntimeDeps
-from memvm.runtime.models import resolve_model
+from memvm.runtime.models import context_window_of, resolve_model
 from memvm.runtime.tokens import estimate_message, estimate_text, estimate_tools
 from memvm.tools import service as tools
 from memvm.tools.builtin import BUILTIN_SPECS
@@ -72,9 +72,7 @@ async def context_overview(deps: RuntimeDeps, caller: Caller, agent_id: str) -> 
         "summary_memory": sum(estimate_message(to_chat(m)) for m in summary),
         "messages": sum(estimate_message(to_chat(m)) for m in recent),
     }
-    window_size = (
-        agent.context_window_limit or (agent.llm_config or {}).get("context_window") or deps.settings.default_context_window
-    )
+    window_size = context_window_of(agent, deps.settings)
     return {
         "context_window_size_max": window_size,
         "context_window_size_current": sum(parts.values()),

@@ -51,5 +51,9 @@ def resolve_model(agent: Agent, source: ModelSource, settings: Settings) -> Agen
             "or start the server with MEMVM_DEFAULT_MODEL."
         )
     endpoint = Endpoint(base_url=config.get("model_endpoint"))
-    window = agent.context_window_limit or config.get("context_window") or settings.default_context_window
-    return AgentModel(model=source.for_endpoint(endpoint), name=name, context_window=int(window))
+    return AgentModel(model=source.for_endpoint(endpoint), name=name, context_window=context_window_of(agent, settings))
+
+
+def context_window_of(agent: Agent, settings: Settings) -> int:
+    """Tokens the agent's model reads: its own limit, llm_config's, or the server's default."""
+    return int(agent.context_window_limit or (agent.llm_config or {}).get("context_window") or settings.default_context_window)

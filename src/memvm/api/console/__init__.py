@@ -1,0 +1,18 @@
+"""The operator console at /ui/: server-rendered pages (Jinja2 + htmx) over the same services and
+organization scoping as the REST routes. MEMVM_UI=false leaves it out."""
+
+from pathlib import Path
+
+from fastapi import FastAPI
+from fastapi.staticfiles import StaticFiles
+
+from memvm.api.console import agents, memory
+from memvm.api.console.session import PREFIX
+
+STATIC = Path(__file__).parent / "static"
+
+
+def install(app: FastAPI) -> None:
+    app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
+    app.include_router(agents.router)
+    app.include_router(memory.router)
