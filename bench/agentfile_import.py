@@ -44,7 +44,7 @@ def main() -> None:
     content = dumps(Shape(blocks=blocks, turns=turns, window=200))
     work = Path(tempfile.mkdtemp(prefix="memvm-bench-af-"))
     (work / "agent.af").write_bytes(content)
-    server = _serve(work, args.port)
+    server = serve_fresh(work, args.port)
     try:
         results = _measure(f"http://127.0.0.1:{args.port}", psutil.Process(server.pid), work / "agent.af")
     finally:
@@ -57,7 +57,7 @@ def main() -> None:
         args.out_json.write_text(json.dumps(results, indent=2))
 
 
-def _serve(work: Path, port: int) -> subprocess.Popen[bytes]:
+def serve_fresh(work: Path, port: int) -> subprocess.Popen[bytes]:
     env = {
         **os.environ,
         "MEMVM_DATA_DIR": str(work / "data"),

@@ -57,10 +57,11 @@ async def api(live_url):
         yield client
 
 
-async def new_agent(api) -> dict:
+async def new_agent(api, **fields) -> dict:
     created = await api.post(
         "/v1/agents/",
         json={
+            **fields,
             "name": "browser-agent",
             "memory_blocks": [
                 {"label": "human", "value": "Name: Bob", "limit": 500, "description": "About the user."},
@@ -163,3 +164,82 @@ async def test_undo_from_the_history_after_confirming(browser, live_url, api):
     assert dialogs == ["Undo the last edit of human?"]
     stored = (await api.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
     assert stored["value"] == "Name: Bob" and stored["version"] == 3
+
+
+async def test_send_a_message_and_watch_the_reply_and_its_tool_call_stream_in(browser, live_url, api, llm):
+    agent = await new_agent(api, model="openai/scripted-model")
+    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Loves green tea"})]).reply("Noted, Bob.")
+    _, page = await signed_in_page(browser, live_url, api.key)
+    await page.goto(f"{live_url}/ui/agents/{agent['id']}")
+
+    await page.get_by_label("Send a message").fill("I love green tea")
+    await page.get_by_role("button", name="Send", exact=True).click()
+    live = page.locator("#live")
+    await live.get_by_text("Tool call: memory_insert").wait_for()
+    await live.get_by_text("Noted, Bob.").wait_for()
+    await live.get_by_text("Stopped: end_turn").wait_for()
+    await page.locator("#timeline").get_by_text("completed, stopped by end_turn").wait_for()  # reloaded at the end
+    await page.locator("pre.prompt").filter(has_text="Loves green tea").wait_for()  # and the prompt with it
+    await screenshot(page, "conversation")
+
+    assert await page.get_by_label("Send a message").input_value() == ""
+
+
+async def test_approve_a_pending_tool_call_from_the_page(browser, live_url, api, llm):
+    agent = await new_agent(api, model="openai/scripted-model")
+    toggled = await api.patch(f"/v1/agents/{agent['id']}/tools/approval/memory_insert", json={"requires_approval": True})
+    assert toggled.status_code == 200
+    llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Owns a cat"})]).reply("Noted: a cat.")
+    _, page = await signed_in_page(browser, live_url, api.key)
+    await page.goto(f"{live_url}/ui/agents/{agent['id']}")
+
+    await page.get_by_label("Send a message").fill("I have a cat")
+    await page.get_by_role("button", name="Send", exact=True).click()
+    await page.locator("#live").get_by_text("Stopped: requires_approval").wait_for()
+    approve = page.get_by_role("button", name="Approve memory_insert")
+    await approve.wait_for()
+    await screenshot(page, "approval")
+    await approve.click()
+    await page.locator("#live").get_by_text("Noted: a cat.").wait_for()
+
+    stored = (await api.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")).json()
+    assert "Owns a cat" in stored["value"]
+
+
+async def test_search_archival_memory_with_a_tag_filter(browser, live_url, api):
+    agent = await new_agent(api)
+    for text, tags in (("Bob's sister lives in Oslo.", ["family"]), ("Bob's brother lives in Rome.", ["work"])):
+        stored = await api.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": text, "tags": tags})
+        assert stored.status_code == 200, stored.text
+    _, page = await signed_in_page(browser, live_url, api.key)
+    await page.goto(f"{live_url}/ui/agents/{agent['id']}")
+
+    await page.get_by_label("Search by meaning").fill("where do his siblings live")
+    await page.get_by_label("Only passages tagged (comma-separated)").fill("family")
+    await page.get_by_role("button", name="Search archival memory").click()
+    results = page.locator("table.passages").first
+    await results.get_by_text("1 result(s)").wait_for()
+    await screenshot(page, "archival")
+
+    text = await results.inner_text()
+    assert "Oslo" in text and "Rome" not in text
+
+
+async def test_the_agent_page_fits_a_phone_screen_and_works_from_the_keyboard(browser, live_url, api):
+    agent = await new_agent(api)
+    context = await browser.new_context(viewport={"width": 390, "height": 844})
+    page = await context.new_page()
+    await page.goto(f"{live_url}/ui/sign-in")
+    await page.get_by_label("API key").fill(api.key)
+    await page.keyboard.press("Enter")  # the form submits from the keyboard
+    await page.wait_for_url("**/ui/agents")
+    await page.goto(f"{live_url}/ui/agents/{agent['id']}")
+    await page.locator("#archival form").first.wait_for()
+    await page.locator("#tools-panel details").first.wait_for()
+    await screenshot(page, "agent-phone")
+
+    overflow = await page.evaluate("document.scrollingElement.scrollWidth - window.innerWidth")
+    assert overflow <= 0, f"the page is {overflow}px wider than a phone screen"
+    await page.get_by_label("Value of human").focus()
+    await page.keyboard.press("Tab")
+    assert await page.evaluate("document.activeElement.textContent") == "Save human"

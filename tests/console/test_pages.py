@@ -1,11 +1,14 @@
 """The console's pages over HTTP: sign-in, the agent list, block edits with their version check,
 the prompt views, history with undo and restore, and the guards (cross-site forms, isolation)."""
 
+import hashlib
 import re
 from html import unescape
+from pathlib import Path
 
 import pytest
 
+import memvm.api.console
 from tests.support.api import app_client, create_agent
 from tests.support.console import form_headers, sign_in
 
@@ -225,3 +228,14 @@ async def test_the_console_can_be_turned_off(settings):
     async with app_client(settings.model_copy(update={"ui": False})) as client:
         assert (await client.get("/ui/agents")).status_code == 404
         assert (await client.get("/ui/static/htmx.min.js")).status_code == 404
+
+
+def test_the_vendored_scripts_are_the_npm_files_recorded_with_their_licences():
+    static = Path(memvm.api.console.__file__).parent / "static"
+    row = re.compile(r"\| `([\w.-]+\.js)` \| .*? \| `([\w.-]+\.LICENSE)` .*? \| `([0-9a-f]{64})` \|")
+    recorded = row.findall((static / "VENDORED.md").read_text())
+
+    assert {name for name, _, _ in recorded} == {path.name for path in static.glob("*.min.js")}
+    for name, licence, checksum in recorded:
+        assert hashlib.sha256((static / name).read_bytes()).hexdigest() == checksum, name
+        assert "Permission to use, copy, modify" in (static / licence).read_text()

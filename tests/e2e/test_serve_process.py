@@ -81,6 +81,7 @@ def test_serve_with_database_url_logs_it_first_and_serves(database_url: str, tmp
 
             prompt = http.post(f"/v1/agents/{agent['id']}/recompile")
             assert prompt.status_code == 200, prompt.text
+            assert f"operator console: http://127.0.0.1:{port}/ui/" in served.log()
             text = prompt.json()
             assert isinstance(text, str)
             assert "Name: Bob Smith" in text

@@ -49,6 +49,10 @@ async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
     return {run.agent_id: run for run in await session.scalars(_LATEST_RUNS, {"agent_ids": list(agent_ids)})}
 
 
+async def runs_by_ids(session: AsyncSession, run_ids: Sequence[str]) -> dict[str, Run]:
+    return {run.id: run for run in await session.scalars(select(Run).where(Run.id.in_(run_ids)))}
+
+
 _LATEST_PROMPT_TOKENS = (  # the console's agent list: how full each window was at its last model call
     select(Step.agent_id, Step.prompt_tokens)
     .where(Step.agent_id.in_(bindparam("agent_ids", expanding=True)), Step.status == "success")

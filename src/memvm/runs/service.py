@@ -150,6 +150,10 @@ async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
     return await repository.latest_runs(session, agent_ids) if agent_ids else {}
 
 
+async def runs_by_ids(session: AsyncSession, run_ids: Sequence[str]) -> dict[str, Run]:
+    return await repository.runs_by_ids(session, run_ids) if run_ids else {}
+
+
 async def latest_prompt_tokens(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, int]:
     return await repository.latest_prompt_tokens(session, agent_ids) if agent_ids else {}
 

@@ -6,13 +6,14 @@ from pathlib import Path
 from fastapi import FastAPI
 from fastapi.staticfiles import StaticFiles
 
-from memvm.api.console import agents, memory
+from memvm.api.console import agents, conversation, memory, stores
 from memvm.api.console.session import PREFIX
 
 STATIC = Path(__file__).parent / "static"
+ROUTERS = (agents.router, memory.router, conversation.router, stores.router)
 
 
 def install(app: FastAPI) -> None:
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
-    app.include_router(agents.router)
-    app.include_router(memory.router)
+    for router in ROUTERS:
+        app.include_router(router)

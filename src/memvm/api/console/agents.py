@@ -25,7 +25,6 @@ from memvm.memory.compiler import RenderMode
 from memvm.runs import service as runs
 from memvm.runtime import maintenance
 from memvm.runtime.models import context_window_of
-from memvm.tools import service as tools
 
 router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
 AGENTS_PER_PAGE = 25
@@ -121,22 +120,17 @@ async def agent_page(request: Request, agent_id: AgentId, caller: ConsoleCaller,
     async with tx() as session:
         agent = await agents.get_agent(session, agent_id)
         blocks = await agents.agent_blocks(session, agent_id)
-        attached_tools = (await tools.tools_of_agents(session, [agent_id])).get(agent_id, [])
         last_run = (await runs.latest_runs(session, [agent_id])).get(agent_id)
-        prompt = await agents.prompt_in_mode(session, agent_id, RenderMode(agent.memory_render_mode))
-    context = await _context(request, caller, agent_id)
     return page(
         request,
         "agent.html",
         caller=caller,
         agent=agent,
         blocks=blocks,
-        tools=attached_tools,
         last_run=last_run,
-        prompt=prompt,
+        prompt=agent.compiled_system,  # as stored: in the agent's own render mode
         mode=RenderMode(agent.memory_render_mode),
         modes=list(RenderMode),
-        **context,
     )
 
 
