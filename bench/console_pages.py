@@ -63,7 +63,7 @@ def _measure(base: str, agent_file: Path, requests: int) -> dict:
         imported.raise_for_status()
         agent_id = imported.json()["agent_ids"][0]
         block_id = client.get(f"/v1/agents/{agent_id}/core-memory/blocks").json()[0]["id"]
-        client.get("/ui/sign-in").raise_for_status()  # local mode: the console cookie
+        assert client.get("/ui/sign-in").status_code == 303  # local mode: sets the console cookie
         pages = {
             "agent page": f"/ui/agents/{agent_id}",
             "timeline (newest 50 messages)": f"/ui/agents/{agent_id}/timeline",

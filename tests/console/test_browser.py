@@ -73,9 +73,9 @@ async def new_agent(api, **fields) -> dict:
     return created.json()
 
 
-async def screenshot(page, name: str) -> None:
+async def screenshot(page, name: str, *, full_page: bool = True) -> None:
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+    await page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=full_page)
 
 
 async def signed_in_page(browser, live_url: str, key: str):
@@ -181,6 +181,11 @@ async def test_send_a_message_and_watch_the_reply_and_its_tool_call_stream_in(br
     await page.locator("#timeline").get_by_text("completed, stopped by end_turn").wait_for()  # reloaded at the end
     await page.locator("pre.prompt").filter(has_text="Loves green tea").wait_for()  # and the prompt with it
     await screenshot(page, "conversation")
+    await page.set_viewport_size({"width": 1100, "height": 1150})
+    await page.reload()
+    await page.locator("#timeline .run").wait_for()
+    await page.evaluate("window.scrollTo(0, 0)")
+    await screenshot(page, "agent-page-readme", full_page=False)  # the README's picture
 
     assert await page.get_by_label("Send a message").input_value() == ""
 

@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine
 from functools import partial
 from importlib.resources import files
 from typing import Annotated, Any
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
@@ -131,7 +132,8 @@ async def _check_cross_site(request: Request) -> None:
     if request.method in _SAFE_METHODS:
         return
     origin = request.headers.get("origin")
-    if origin is not None and origin != f"{request.url.scheme}://{request.url.netloc}":
+    # Host against host: behind a TLS proxy the browser's scheme (https) is not the one this server sees.
+    if origin is not None and urlsplit(origin).netloc != request.headers.get("host"):
         raise Forbidden(f"Refused a form sent from another site ({origin}).")
     if request.url.path == SIGN_IN:
         return  # no cookie yet; the Origin check above is what guards it
