@@ -239,3 +239,18 @@ def test_the_vendored_scripts_are_the_npm_files_recorded_with_their_licences():
     for name, licence, checksum in recorded:
         assert hashlib.sha256((static / name).read_bytes()).hexdigest() == checksum, name
         assert "Permission to use, copy, modify" in (static / licence).read_text()
+
+
+async def test_text_postgresql_cannot_store_is_refused_with_a_message_and_nothing_changes(client):
+    agent = await create_agent(client)
+    human = await block_of(client, agent["id"], "human")
+    token = await sign_in(client)
+
+    nul = await client.post(
+        f"/ui/agents/{agent['id']}/blocks/{human['id']}", data={"value": "Bob\x00", "version": "1"}, headers=form_headers(token)
+    )
+    in_query = await client.get("/ui/agents", params={"q": "a\x00b"})
+
+    assert nul.status_code == 422 and "NUL character" in nul.text and "form.value" in nul.text
+    assert in_query.status_code == 422 and "NUL character" in in_query.text
+    assert (await block_of(client, agent["id"], "human"))["version"] == 1

@@ -1,8 +1,8 @@
 """Input memvm cannot store, refused before a route runs, with a 422 that names where it is:
 
 - a NUL character (U+0000, which PostgreSQL's `text` and `jsonb` cannot hold) or a lone surrogate
-  (U+D800–U+DFFF outside a pair, which has no UTF-8 form), anywhere in the path, the query string or
-  a JSON body, keys included;
+  (U+D800–U+DFFF outside a pair, which has no UTF-8 form), anywhere in the path, the query string, a
+  JSON body (keys included) or a URL-encoded form (the console's);
 - a JSON body nested deeper than MAX_JSON_DEPTH objects and arrays, which could be parsed but not
   written back out (to the database's `jsonb` or to a response) without exhausting the stack.
 
@@ -38,6 +38,9 @@ async def storable_input(request: Request) -> None:
         except ValueError:
             body = None  # not JSON: the route's own parsing says so
         problems += _walk(body)
+    if request.headers.get("content-type", "").startswith("application/x-www-form-urlencoded"):
+        fields = (await request.form()).multi_items()
+        problems += [p for name, value in fields if isinstance(value, str) and (p := _problem(value, ("form", name)))]
     if problems:
         raise RequestValidationError(problems)
 

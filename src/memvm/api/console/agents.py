@@ -2,7 +2,7 @@
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi import Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
 from memvm.agents import service as agents
@@ -11,9 +11,9 @@ from memvm.api.console.session import (
     PREFIX,
     SIGN_IN,
     ConsoleCaller,
-    ConsoleRoute,
     ConsoleTx,
     clear_cookie,
+    console_router,
     new_local_cookie,
     page,
     set_cookie,
@@ -26,7 +26,7 @@ from memvm.runs import service as runs
 from memvm.runtime import maintenance
 from memvm.runtime.models import context_window_of
 
-router = APIRouter(prefix=PREFIX, route_class=ConsoleRoute, include_in_schema=False)
+router = console_router(PREFIX)
 AGENTS_PER_PAGE = 25
 # The context window's parts, in the order the stacked bar draws them.
 CONTEXT_PARTS = (

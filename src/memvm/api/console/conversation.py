@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator
 from itertools import groupby
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Header, Path, Query, Request, Response
+from fastapi import Form, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
-from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleRoute, ConsoleTx, page, templates
+from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page, templates
 from memvm.api.deps import AgentId
 from memvm.errors import NotFound
 from memvm.ids import id_pattern
@@ -23,7 +23,7 @@ from memvm.messages.schemas import SendRequest
 from memvm.runs import service as runs
 from memvm.runtime.background import follow, start_background
 
-router = APIRouter(prefix=f"{PREFIX}/agents/{{agent_id}}", route_class=ConsoleRoute, include_in_schema=False)
+router = console_router(f"{PREFIX}/agents/{{agent_id}}")
 MESSAGES_PER_PAGE = 50
 RunId = Annotated[str, Path(pattern=id_pattern("run"))]
 # Turn-ending events: shown once the run is over, at the foot of the streamed messages.

@@ -6,12 +6,12 @@ conflict the operator resolves, never a silent overwrite."""
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Form, Query, Request, Response
+from fastapi import Form, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import service as agents
 from memvm.api.console.diff import DiffRow, side_by_side
-from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleRoute, ConsoleTx, page
+from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page
 from memvm.api.deps import AgentId, BlockId
 from memvm.blocks import history
 from memvm.blocks import service as blocks
@@ -20,7 +20,7 @@ from memvm.errors import InvalidInput, LimitExceeded, NotFound, PreconditionFail
 from memvm.memory.rules import MAX_VERSION
 from memvm.orm import Block
 
-router = APIRouter(prefix=f"{PREFIX}/agents/{{agent_id}}/blocks/{{block_id}}", route_class=ConsoleRoute, include_in_schema=False)
+router = console_router(f"{PREFIX}/agents/{{agent_id}}/blocks/{{block_id}}")
 VERSIONS_PER_PAGE = 20
 # Tells the page's prompt and context sections to reload (htmx event).
 MEMORY_CHANGED = {"hx-trigger": "memory-changed"}

@@ -16,7 +16,7 @@ from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from fastapi import Depends, Request, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
@@ -26,6 +26,7 @@ from memvm.actors import Caller
 from memvm.api.auth import Gate
 from memvm.api.deps import Transaction
 from memvm.api.errors import status_of
+from memvm.api.storable import storable_input
 from memvm.db.uow import transaction
 from memvm.errors import DomainError, Forbidden, Unauthenticated
 
@@ -52,6 +53,12 @@ _SECURITY_HEADERS = {
 
 class SignInRequired(Exception):
     """No cookie, or its key is no longer valid: the browser is sent to the sign-in page."""
+
+
+def console_router(prefix: str) -> APIRouter:
+    """A router of console pages: left out of /openapi.json (they are HTML, not the API); text
+    PostgreSQL cannot store is refused before a route runs, as on the REST routes (api/storable.py)."""
+    return APIRouter(prefix=prefix, route_class=ConsoleRoute, include_in_schema=False, dependencies=[Depends(storable_input)])
 
 
 def csrf_token(cookie: str) -> str:

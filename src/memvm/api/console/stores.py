@@ -3,11 +3,11 @@ archives) and its tools (schemas and rules; attach and detach), through the REST
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Form, Path, Query, Request, Response
+from fastapi import Form, Path, Query, Request, Response
 from pydantic import ValidationError
 
 from memvm.agents import service as agents
-from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleRoute, ConsoleTx, page
+from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page
 from memvm.api.deps import AgentId
 from memvm.archives import service as archives
 from memvm.archives.schemas import PassageCreate, SearchFilters
@@ -17,7 +17,7 @@ from memvm.ids import id_pattern
 from memvm.runtime import archival
 from memvm.tools import service as tools
 
-router = APIRouter(prefix=f"{PREFIX}/agents/{{agent_id}}", route_class=ConsoleRoute, include_in_schema=False)
+router = console_router(f"{PREFIX}/agents/{{agent_id}}")
 NEWEST_PASSAGES = 20
 ATTACHABLE_TOOLS = 500  # the attach list shows the organization's tools up to this many
 PassageId = Annotated[str, Path(pattern=id_pattern("passage"))]
