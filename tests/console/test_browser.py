@@ -172,6 +172,7 @@ async def test_send_a_message_and_watch_the_reply_and_its_tool_call_stream_in(br
     _, page = await signed_in_page(browser, live_url, api.key)
     await page.goto(f"{live_url}/ui/agents/{agent['id']}")
 
+    await page.get_by_label("Value of persona").fill("I am Sam, drafting.")  # an unsaved draft
     await page.get_by_label("Send a message").fill("I love green tea")
     await page.get_by_role("button", name="Send", exact=True).click()
     live = page.locator("#live")
@@ -180,6 +181,10 @@ async def test_send_a_message_and_watch_the_reply_and_its_tool_call_stream_in(br
     await live.get_by_text("Stopped: end_turn").wait_for()
     await page.locator("#timeline").get_by_text("completed, stopped by end_turn").wait_for()  # reloaded at the end
     await page.locator("pre.prompt").filter(has_text="Loves green tea").wait_for()  # and the prompt with it
+    human = page.locator("article.block", has=page.get_by_role("heading", name="human"))
+    await human.locator(".version", has_text="2").wait_for()  # the card the agent edited, reloaded
+    assert "Loves green tea" in await page.get_by_label("Value of human").input_value()
+    assert await page.get_by_label("Value of persona").input_value() == "I am Sam, drafting."  # kept
     await screenshot(page, "conversation")
     await page.set_viewport_size({"width": 1100, "height": 1150})
     await page.reload()

@@ -45,7 +45,7 @@ async def test_a_message_streams_its_turn_with_the_tool_call_and_the_timeline_gr
     assert "Tool call: <code>memory_insert</code>" in text and "I love green tea" in timeline.text
     assert "Loves green tea" in text and "Tool return: success" in text and "Noted, Bob." in text
     assert "Stopped: end_turn" in text
-    assert timeline.headers["hx-trigger"] == "memory-changed"
+    assert timeline.headers["hx-trigger"] == "memory-changed, turn-ended"
     assert re.search(r"Run <code>run-[^<]+</code>: completed, stopped by end_turn", timeline.text)
     assert timeline.text.count('class="messages step"') == 2  # the tool step and the answer step
     human = await client.get(f"/v1/agents/{agent['id']}/core-memory/blocks/human")

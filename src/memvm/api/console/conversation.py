@@ -39,7 +39,8 @@ async def timeline(
     after_run: bool = False,
 ) -> Response:
     """The newest MESSAGES_PER_PAGE messages (before `before`), oldest first, under their runs and
-    steps. `after_run`: loaded when a turn ended, so the prompt and context sections reload too."""
+    steps. `after_run`: loaded when a turn ended, so the prompt and context sections reload too, and
+    the block cards nobody is editing (static/console.js)."""
     async with tx() as session:
         agent = await agents.get_agent(session, agent_id)
         found = await messages.list_messages(
@@ -56,7 +57,7 @@ async def timeline(
     older = found[0]["id"] if len(found) == MESSAGES_PER_PAGE else None
     response = page(request, "_timeline.html", agent=agent, groups=groups, older=older, pending=agent.pending_approval)
     if after_run:
-        response.headers["hx-trigger"] = "memory-changed"
+        response.headers["hx-trigger"] = "memory-changed, turn-ended"
     return response
 
 
