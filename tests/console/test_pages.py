@@ -13,6 +13,12 @@ from tests.support.api import app_client, create_agent
 from tests.support.console import form_headers, sign_in
 
 
+async def save(client, agent: dict, block: dict, token: str, value: str, version: int):
+    """The block card's Save, as htmx sends it."""
+    data = {"value": value, "version": str(version)}
+    return await client.post(f"/ui/agents/{agent['id']}/blocks/{block['id']}", data=data, headers=form_headers(token))
+
+
 async def block_of(client, agent_id: str, label: str) -> dict:
     response = await client.get(f"/v1/agents/{agent_id}/core-memory/blocks/{label}")
     assert response.status_code == 200, response.text
@@ -59,11 +65,7 @@ async def test_an_edit_saves_with_the_version_it_started_from_and_shows_in_every
     human = await block_of(client, agent["id"], "human")
     token = await sign_in(client)
 
-    saved = await client.post(
-        f"/ui/agents/{agent['id']}/blocks/{human['id']}",
-        data={"value": "Name: Bob\r\nLikes: green tea", "version": "1"},
-        headers=form_headers(token),
-    )
+    saved = await save(client, agent, human, token, "Name: Bob\r\nLikes: green tea", 1)
     views = {
         mode: await client.get(f"/ui/agents/{agent['id']}/prompt", params={"mode": mode})
         for mode in ("standard", "line_numbered", "git")
@@ -85,17 +87,9 @@ async def test_a_stale_version_is_a_conflict_showing_both_values_and_changes_not
     token = await sign_in(client)
     meanwhile = await client.patch(f"/v1/blocks/{human['id']}", json={"value": "Name: Robert"})
 
-    stale = await client.post(
-        f"/ui/agents/{agent['id']}/blocks/{human['id']}",
-        data={"value": "Name: Bobby", "version": "1"},
-        headers=form_headers(token),
-    )
+    stale = await save(client, agent, human, token, "Name: Bobby", 1)
     after_conflict = await block_of(client, agent["id"], "human")
-    resolved = await client.post(
-        f"/ui/agents/{agent['id']}/blocks/{human['id']}",
-        data={"value": "Name: Bobby", "version": "2"},
-        headers=form_headers(token),
-    )
+    resolved = await save(client, agent, human, token, "Name: Bobby", 2)
 
     assert meanwhile.status_code == 200
     assert stale.status_code == 412
@@ -110,11 +104,7 @@ async def test_an_edit_over_the_limit_is_refused_with_the_numbers_and_keeps_the_
     human = await block_of(client, agent["id"], "human")
     token = await sign_in(client)
 
-    refused = await client.post(
-        f"/ui/agents/{agent['id']}/blocks/{human['id']}",
-        data={"value": "Robert the Bruce", "version": "1"},
-        headers=form_headers(token),
-    )
+    refused = await save(client, agent, human, token, "Robert the Bruce", 1)
 
     assert refused.status_code == 422
     assert "16" in refused.text and "10" in refused.text and "Not saved" in refused.text
