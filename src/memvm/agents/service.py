@@ -273,6 +273,19 @@ async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
     return agent
 
 
+async def attach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> Agent:
+    """Attach a tool (idempotent), the agent row-locked so concurrent changes of its tools serialize."""
+    agent = await get_agent(session, agent_id, lock=True)
+    await tools.attach_tools(session, agent_id, [await tools.get_tool(session, tool_id)])
+    return agent
+
+
+async def detach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> Agent:
+    agent = await get_agent(session, agent_id, lock=True)
+    await tools.detach_tool(session, agent_id, tool_id)
+    return agent
+
+
 async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: bool, dry_run: bool) -> str:
     if dry_run:
         agent = await get_agent(session, agent_id)

@@ -11,6 +11,7 @@ from typing import Annotated, Literal, Protocol, TypeVar
 from fastapi import Depends, Header, Path, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.actors import Caller
 from memvm.api.auth import CallerDep
 from memvm.blocks.schemas import HistoryPage
 from memvm.db.pagination import PageRequest
@@ -22,8 +23,13 @@ from memvm.memory.rules import MAX_VERSION
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
 
-async def _transaction(request: Request, caller: CallerDep) -> Transaction:
+def transaction_in(request: Request, caller: Caller) -> Transaction:
+    """Transactions in the caller's organization (the REST routes' and the console's)."""
     return partial(transaction, request.app.state.sessionmaker, caller.organization_id)
+
+
+async def _transaction(request: Request, caller: CallerDep) -> Transaction:
+    return transaction_in(request, caller)
 
 
 # `async with tx() as session:` — one transaction in the caller's organization, committed before the

@@ -1,6 +1,7 @@
 """The one table from domain errors to HTTP, and the handlers that produce {"detail": "..."}."""
 
 import logging
+from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -106,7 +107,7 @@ async def _validation_error(request: Request, error: RequestValidationError) -> 
         where = malformed.get("loc", ("body", "?"))[-1]
         detail = f"The request body is not valid JSON ({reason} at position {where}); send a JSON object."
         return JSONResponse({"detail": detail}, status_code=400, headers=_NO_RETRY)
-    detail = "; ".join(_describe(item) for item in problems)
+    detail = describe_problems(problems)
     return JSONResponse({"detail": f"Invalid request: {detail}"}, status_code=422, headers=_NO_RETRY)
 
 
@@ -138,6 +139,11 @@ async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
     log.exception("unhandled error on %s %s", request.method, request.url.path)
     return JSONResponse({"detail": "Internal server error; the server log has the details."}, status_code=500)
+
+
+def describe_problems(problems: Sequence[Any]) -> str:
+    """Validation problems as one sentence: each field's path and what is wrong with it."""
+    return "; ".join(_describe(item) for item in problems)
 
 
 def _describe(item: dict[str, Any]) -> str:

@@ -17,8 +17,8 @@ from memvm.ids import id_pattern
 from memvm.messages import service
 from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import LettaResponse, SendRequest
-from memvm.runs import service as runs
 from memvm.runs.schemas import RunRead
+from memvm.runtime import background
 from memvm.runtime.background import follow, start_background
 from memvm.runtime.send import send
 
@@ -62,16 +62,12 @@ class CancelRequest(BaseModel):
 
 @router.post("/v1/agents/{agent_id}/messages/cancel", response_model=dict[str, str])
 async def cancel_runs(
-    agent_id: AgentId, request: Request, tx: TransactionDep, body: CancelRequest | None = None
+    agent_id: AgentId, request: Request, caller: CallerDep, body: CancelRequest | None = None
 ) -> dict[str, str]:
     """Stop the agent's active runs (or those of `run_ids`) at their next safe point, on whichever
     replica runs them: during a model call or between steps. Nothing of an unfinished step is kept;
     the run ends `cancelled`. Answers {run_id: "cancelled"} for each run asked to stop."""
-    async with tx() as session:
-        await agents.get_agent(session, agent_id)
-        asked = await runs.request_cancel(session, agent_id, body.run_ids if body else None)
-    for run_id in asked:  # this replica at once; the others when the NOTIFY arrives
-        request.app.state.runtime.cancels.signal(run_id)
+    asked = await background.cancel_runs(request.app.state.runtime, caller, agent_id, body.run_ids if body else None)
     return dict.fromkeys(asked, "cancelled")
 
 

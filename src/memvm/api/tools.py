@@ -132,8 +132,7 @@ async def list_agent_tools(
 async def attach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) -> AgentRead:
     """Attach a tool to an agent (idempotent); it is offered to the model from the next turn on."""
     async with tx() as session:
-        agent = await agents.get_agent(session, agent_id, lock=True)
-        await service.attach_tools(session, agent_id, [await service.get_tool(session, tool_id)])
+        agent = await agents.attach_tool(session, agent_id, tool_id)
         [view] = await agents.describe(session, [agent], include=None)
     return view
 
@@ -164,7 +163,6 @@ async def update_tool_approval(
 async def detach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) -> AgentRead:
     """Detach a tool from an agent."""
     async with tx() as session:
-        agent = await agents.get_agent(session, agent_id, lock=True)
-        await service.detach_tool(session, agent_id, tool_id)
+        agent = await agents.detach_tool(session, agent_id, tool_id)
         [view] = await agents.describe(session, [agent], include=None)
     return view

@@ -6,7 +6,7 @@ died is failed by the next turn of its agent, or at start-up (runs.service.fail_
 
 import asyncio
 import logging
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from datetime import UTC, datetime
 from typing import Any
@@ -159,6 +159,17 @@ async def follow(
             return
         if len(events) < batch:
             await asyncio.sleep(poll_seconds)
+
+
+async def cancel_runs(deps: RuntimeDeps, caller: Caller, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
+    """Flag the agent's active runs (or those of `run_ids`) to stop at their next safe point; this
+    replica's stop at once, the others' when the NOTIFY arrives. The runs asked to stop."""
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        await agents.get_agent(session, agent_id)
+        asked = await runs.request_cancel(session, agent_id, run_ids)
+    for run_id in asked:
+        deps.cancels.signal(run_id)
+    return asked
 
 
 async def fail_orphaned_runs(deps: RuntimeDeps) -> int:

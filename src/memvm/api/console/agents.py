@@ -56,12 +56,13 @@ async def sign_in_form(request: Request) -> Response:
 @router.post("/sign-in")
 async def sign_in(request: Request, key: Annotated[str, Form()]) -> Response:
     gate: Gate = request.app.state.gate
+    key = key.strip()
     try:
-        await gate.caller(key.strip() or None)
+        await gate.caller(key or None)
     except Unauthenticated as refused:
         return page(request, "sign_in.html", 401, error=refused.message)
     response = RedirectResponse(f"{PREFIX}/agents", status_code=303)
-    set_cookie(response, request, key.strip() or new_local_cookie())
+    set_cookie(response, request, key or new_local_cookie())
     return response
 
 
@@ -138,9 +139,8 @@ async def agent_page(request: Request, agent_id: AgentId, caller: ConsoleCaller,
 async def prompt_view(request: Request, agent_id: AgentId, tx: ConsoleTx, mode: RenderMode = RenderMode.STANDARD) -> Response:
     """The compiled system prompt in one render mode (the agent keeps its own)."""
     async with tx() as session:
-        agent = await agents.get_agent(session, agent_id)
         prompt = await agents.prompt_in_mode(session, agent_id, mode)
-    return page(request, "_prompt.html", agent=agent, prompt=prompt, mode=mode, modes=list(RenderMode))
+    return page(request, "_prompt.html", agent_id=agent_id, prompt=prompt, mode=mode, modes=list(RenderMode))
 
 
 @router.get("/agents/{agent_id}/context")

@@ -21,7 +21,7 @@ from memvm.ids import id_pattern
 from memvm.messages import service as messages
 from memvm.messages.schemas import SendRequest
 from memvm.runs import service as runs
-from memvm.runtime.background import follow, start_background
+from memvm.runtime.background import cancel_runs, follow, start_background
 
 router = console_router(f"{PREFIX}/agents/{{agent_id}}")
 MESSAGES_PER_PAGE = 50
@@ -83,13 +83,9 @@ async def answer_approval(
 
 
 @router.post("/cancel")
-async def cancel(request: Request, agent_id: AgentId, tx: ConsoleTx) -> Response:
+async def cancel(request: Request, agent_id: AgentId, caller: ConsoleCaller) -> Response:
     """Stop the agent's active runs (as POST /v1/agents/{id}/messages/cancel)."""
-    async with tx() as session:
-        await agents.get_agent(session, agent_id)
-        asked = await runs.request_cancel(session, agent_id, None)
-    for run_id in asked:
-        request.app.state.runtime.cancels.signal(run_id)
+    asked = await cancel_runs(request.app.state.runtime, caller, agent_id, None)
     message = f"Asked {len(asked)} run(s) to stop." if asked else "No run of this agent is active."
     return page(request, "_flash.html", message=message, kind="notice")
 

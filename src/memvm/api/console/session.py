@@ -11,7 +11,6 @@ import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Coroutine
-from functools import partial
 from importlib.resources import files
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -24,10 +23,9 @@ from fastapi.templating import Jinja2Templates
 
 from memvm.actors import Caller
 from memvm.api.auth import Gate
-from memvm.api.deps import Transaction
-from memvm.api.errors import status_of
+from memvm.api.deps import Transaction, transaction_in
+from memvm.api.errors import describe_problems, status_of
 from memvm.api.storable import storable_input
-from memvm.db.uow import transaction
 from memvm.errors import DomainError, Forbidden, Unauthenticated
 
 COOKIE = "memvm_console"
@@ -93,7 +91,7 @@ ConsoleCaller = Annotated[Caller, Depends(console_caller)]
 
 
 async def _console_transaction(request: Request, caller: ConsoleCaller) -> Transaction:
-    return partial(transaction, request.app.state.sessionmaker, caller.organization_id)
+    return transaction_in(request, caller)
 
 
 # As TransactionDep of the REST routes: one transaction in the signed-in organization.
@@ -127,8 +125,7 @@ class ConsoleRoute(APIRoute):
             except DomainError as error:
                 response = _error_page(request, status_of(error), error.message)
             except RequestValidationError as error:
-                problems = "; ".join(f"{'.'.join(map(str, item['loc']))}: {item['msg']}" for item in error.errors())
-                response = _error_page(request, 422, f"Invalid request: {problems}")
+                response = _error_page(request, 422, f"Invalid request: {describe_problems(error.errors())}")
             response.headers.update(_SECURITY_HEADERS)
             return response
 

@@ -1,10 +1,10 @@
 """Console: an agent's archival memory (search with tag and date filters, insert, delete, its
 archives) and its tools (schemas and rules; attach and detach), through the REST routes' services."""
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import Form, Path, Query, Request, Response
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from memvm.agents import service as agents
 from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page
@@ -23,6 +23,7 @@ ATTACHABLE_TOOLS = 500  # the attach list shows the organization's tools up to t
 PassageId = Annotated[str, Path(pattern=id_pattern("passage"))]
 ToolId = Annotated[str, Path(pattern=id_pattern("tool"))]
 Text = Annotated[str, Query(max_length=10_000)]
+Valid = TypeVar("Valid", bound=BaseModel)
 
 
 @router.get("/archival")
@@ -58,10 +59,7 @@ async def insert_passage(
     text: Annotated[str, Form()],
     tags: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
-    try:
-        item = PassageCreate(text=text.replace("\r\n", "\n"), tags=_tag_list(tags))
-    except ValidationError as invalid:
-        raise InvalidInput("; ".join(error["msg"] for error in invalid.errors())) from invalid
+    item = _valid(PassageCreate, text=text.replace("\r\n", "\n"), tags=_tag_list(tags))
     [stored] = await archival.insert_for_agent(request.app.state.runtime, caller, agent_id, [item])
     return await _archival_page(request, agent_id, tx, notice=f"Stored passage {stored.id}.")
 
@@ -85,8 +83,7 @@ async def attach_tool(
 ) -> Response:
     """As PATCH /v1/agents/{id}/tools/attach/{tool_id}."""
     async with tx() as session:
-        await agents.get_agent(session, agent_id, lock=True)
-        await tools.attach_tools(session, agent_id, [await tools.get_tool(session, tool_id)])
+        await agents.attach_tool(session, agent_id, tool_id)
     return await _tools_page(request, agent_id, tx)
 
 
@@ -94,8 +91,7 @@ async def attach_tool(
 async def detach_tool(request: Request, agent_id: AgentId, tool_id: ToolId, tx: ConsoleTx) -> Response:
     """As PATCH /v1/agents/{id}/tools/detach/{tool_id}."""
     async with tx() as session:
-        await agents.get_agent(session, agent_id, lock=True)
-        await tools.detach_tool(session, agent_id, tool_id)
+        await agents.detach_tool(session, agent_id, tool_id)
     return await _tools_page(request, agent_id, tx)
 
 
@@ -124,21 +120,28 @@ async def _tools_page(request: Request, agent_id: str, tx: ConsoleTx) -> Respons
         agent = await agents.get_agent(session, agent_id)
         attached = await tools.agent_tools(session, agent_id)
         every = await tools.list_tools(session, PageRequest(limit=ATTACHABLE_TOOLS, order="asc"), tools.ToolFilter())
-    available = [tool for tool in every if tool.id not in {t.id for t in attached}]
+    attached_ids = {tool.id for tool in attached}
+    available = [tool for tool in every if tool.id not in attached_ids]
     rules_of = {tool.name: [rule for rule in agent.tool_rules if rule.get("tool_name") == tool.name] for tool in attached}
     return page(request, "_tools.html", agent_id=agent_id, attached=attached, available=available, rules_of=rules_of)
 
 
 def _filters(query: str, tags: str, mode: Literal["any", "all"], start: str, end: str, top_k: int) -> SearchFilters:
+    return _valid(
+        SearchFilters,
+        query=query,
+        tags=_tag_list(tags),
+        tag_match_mode=mode,
+        top_k=top_k,
+        start_datetime=start or None,
+        end_datetime=end or None,
+    )
+
+
+def _valid(model: type[Valid], **fields: Any) -> Valid:
+    """The model built from form fields; what it refuses is a 400 that says why (the form's page)."""
     try:
-        return SearchFilters(
-            query=query,
-            tags=_tag_list(tags),
-            tag_match_mode=mode,
-            top_k=top_k,
-            start_datetime=start or None,
-            end_datetime=end or None,
-        )
+        return model(**fields)
     except ValidationError as invalid:
         raise InvalidInput("; ".join(error["msg"] for error in invalid.errors())) from invalid
 
