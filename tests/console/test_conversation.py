@@ -2,6 +2,7 @@
 events stream back as HTML over SSE; the timeline groups messages by run and step; a pending
 approval is answered from the page; cancel stops a running turn."""
 
+import asyncio
 import re
 
 from tests.support.api import create_agent
@@ -86,9 +87,12 @@ async def test_cancel_stops_a_running_turn(client, llm):
 
     live = await client.post(f"/ui/agents/{agent['id']}/messages", data={"text": "hello"}, headers=form_headers(token))
     run_id = re.search(r"runs/(run-[^/]+)/stream", live.text).group(1)
-    for _ in range(100):  # until the turn is in its model call
+    for _ in range(250):  # until the turn is in its model call
         if (await client.get(f"/v1/runs/{run_id}")).json()["status"] == "running":
             break
+        await asyncio.sleep(0.02)
+    else:
+        raise AssertionError(f"run {run_id} never started")
     cancelled = await client.post(f"/ui/agents/{agent['id']}/cancel", headers=form_headers(token))
     streamed = sse_frames((await client.get(f"/ui/agents/{agent['id']}/runs/{run_id}/stream")).text)
 

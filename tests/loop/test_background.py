@@ -6,6 +6,7 @@ import asyncio
 import json
 import time
 
+from memvm.runtime.turn_lock import RUN_CLAIM_CLASS
 from tests.support.api import app_client, create_agent
 from tests.support.sse import parse_sse
 
@@ -161,3 +162,33 @@ async def test_the_finished_run_is_posted_to_the_callback_url_with_a_retry(clien
     assert len(received) == 2 and json.loads(received[-1])["id"] == run_id and json.loads(received[-1])["status"] == "completed"
     assert run["callback_url"] == url and run["callback_status_code"] == 200 and run["callback_error"] is None
     assert bad.status_code == 422
+
+
+async def test_a_stream_waits_for_the_events_stored_after_the_run_ended_while_its_claim_is_held(client, db):
+    """A background turn commits its end with its last step and stores its last events just after:
+    a follower that sees the run ended with no new event must not stop while the claim is held."""
+    agent = await create_agent(client, **MODEL)
+    run_id = "run-00000000-0000-4000-8000-00000000c1a1"
+    organization = await db.fetchval("SELECT organization_id FROM agent WHERE id = $1", agent["id"])
+    await db.execute(
+        "INSERT INTO run (id, organization_id, agent_id, status, stop_reason, background, completed_at) "
+        "VALUES ($1, $2, $3, 'cancelled', 'cancelled', true, now())",
+        run_id,
+        organization,
+        agent["id"],
+    )
+    await db.execute("SELECT pg_advisory_lock($1, hashtext($2))", RUN_CLAIM_CLASS, run_id)  # the running process's claim
+
+    stream = asyncio.create_task(client.post(f"/v1/runs/{run_id}/stream", json={"poll_interval": 0.05}))
+    await asyncio.sleep(0.5)
+    last = {"message_type": "stop_reason", "stop_reason": "cancelled", "seq_id": 1}
+    await db.execute(
+        "INSERT INTO run_event (run_id, organization_id, seq, payload) VALUES ($1, $2, 1, $3::jsonb)",
+        run_id,
+        organization,
+        json.dumps(last),
+    )
+    await db.execute("SELECT pg_advisory_unlock($1, hashtext($2))", RUN_CLAIM_CLASS, run_id)  # the run's process is done
+    events = parse_sse((await asyncio.wait_for(stream, 10)).text)
+
+    assert [e["stop_reason"] for e in events if e.get("message_type") == "stop_reason"] == ["cancelled"]

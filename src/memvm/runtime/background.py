@@ -147,16 +147,24 @@ async def follow(
 ) -> AsyncGenerator[dict[str, Any], None]:
     """The run's events after the cursor: stored ones at once, then new ones as they are stored,
     until the run has ended and all are sent."""
-    cursor = starting_after
+    cursor, settled = starting_after, False
     while True:
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
-            status = (await runs.get_run(session, run_id)).status
+            run = await runs.get_run(session, run_id)
+            status, background = run.status, run.background
             events = await runs.events_after(session, run_id, cursor, batch)
         for event in events:
             cursor = event.seq
             yield event.payload
         if not events and status not in ACTIVE_STATUSES:
-            return
+            if settled or not background:
+                return
+            # A background turn stores its end with its last step, and its last events just after.
+            # Once its process has let go of the run's claim they are all stored: one more read,
+            # begun after that check, sees them.
+            settled = not await run_claimed(deps.lock_engine, run_id)
+            if settled:
+                continue
         if len(events) < batch:
             await asyncio.sleep(poll_seconds)
 

@@ -23,7 +23,7 @@ from memvm import metrics
 from memvm.errors import Busy
 
 _TURN_LOCK_CLASS = 0x6D76  # namespaces our keys among other advisory-lock users
-_RUN_CLAIM_CLASS = 0x6D77
+RUN_CLAIM_CLASS = 0x6D77
 _LOCK_NOT_AVAILABLE = "55P03"
 # One round trip: the FROM subquery (volatile, so never flattened) sets the wait limit before the
 # lock is requested. lock_timeout 0 would mean "wait forever"; 1 ms is the shortest real wait.
@@ -109,7 +109,7 @@ async def claim_run(lock_engine: AsyncEngine, run_id: str) -> AsyncConnection:
     connection = await lock_engine.connect()
     try:
         connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
-        await connection.execute(select(func.pg_advisory_lock(_RUN_CLAIM_CLASS, func.hashtext(run_id))))
+        await connection.execute(select(func.pg_advisory_lock(RUN_CLAIM_CLASS, func.hashtext(run_id))))
     except BaseException:
         await asyncio.shield(connection.close())
         raise
@@ -120,7 +120,7 @@ async def run_claimed(lock_engine: AsyncEngine, run_id: str) -> bool:
     """Whether a live process holds the run's claim."""
     connection = await lock_engine.connect()
     try:
-        free = await connection.scalar(select(func.pg_try_advisory_lock(_RUN_CLAIM_CLASS, func.hashtext(run_id))))
+        free = await connection.scalar(select(func.pg_try_advisory_lock(RUN_CLAIM_CLASS, func.hashtext(run_id))))
         return not free
     finally:
         await asyncio.shield(connection.close())  # releases the claim if we took it
