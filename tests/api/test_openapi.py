@@ -109,6 +109,25 @@ async def test_every_route_is_documented_with_a_description(client):
     assert (await client.get("/docs")).status_code == 200
 
 
+def _shapeless(answer: dict) -> bool:
+    """A success answer whose body /openapi.json doesn't describe (FastAPI's `{}` for a bare dict or None)."""
+    media = answer.get("content", {})
+    return not media or any(not (kind.get("schema") or kind.get("itemSchema")) for kind in media.values())
+
+
+async def test_every_success_answer_describes_its_body(client):
+    spec = (await client.get("/openapi.json")).json()
+
+    shapeless = [
+        f"{method.upper()} {path} {status}"
+        for path, methods in spec["paths"].items()
+        for method, op in methods.items()
+        for status, answer in op["responses"].items()
+        if status.startswith("2") and status != "204" and _shapeless(answer)
+    ]
+    assert shapeless == []
+
+
 async def test_letta_paths_are_served(client):
     paths = (await client.get("/openapi.json")).json()["paths"]
 

@@ -7,15 +7,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.support.serve import child_env, free_port, memvm_command, serve
-
-CLI_TIMEOUT = 60.0
-
-
-def memvm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        memvm_command(*args), env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT
-    )
+from tests.support.serve import CLI_TIMEOUT, child_env, free_port, memvm, memvm_command, serve
 
 
 def first_refusal(http: httpx.Client, key: str) -> httpx.Response:

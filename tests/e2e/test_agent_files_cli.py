@@ -4,8 +4,7 @@ agent comes out as a file that imports again; a bad file is refused with its pro
 import json
 from pathlib import Path
 
-from tests.e2e.test_access import memvm
-from tests.support.serve import child_env
+from tests.support.serve import child_env, memvm
 
 FIXTURES = Path(__file__).parent.parent / "agentfiles" / "fixtures"
 

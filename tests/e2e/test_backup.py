@@ -14,10 +14,9 @@ from alembic.script import ScriptDirectory
 
 from memvm.backup import embedded_bin_dir
 from memvm.db.migrate import alembic_config
-from tests.e2e.test_access import memvm
 from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
 from tests.support.scripted_llm import ScriptedLLM
-from tests.support.serve import child_env, free_port, serve
+from tests.support.serve import child_env, free_port, memvm, serve
 
 _scratch_numbers = itertools.count(1)
 

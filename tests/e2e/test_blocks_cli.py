@@ -5,8 +5,7 @@ import json
 
 import httpx
 
-from tests.e2e.test_access import memvm
-from tests.support.serve import child_env
+from tests.support.serve import child_env, memvm
 
 
 async def test_history_undo_redo_and_restore_from_the_command_line(client: httpx.AsyncClient, database_url: str) -> None:

@@ -31,6 +31,16 @@ def memvm_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "memvm.cli", *args]
 
 
+CLI_TIMEOUT = 60.0
+
+
+def memvm(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run one `memvm` command to its end, with its output captured as text."""
+    return subprocess.run(
+        memvm_command(*args), env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=CLI_TIMEOUT
+    )
+
+
 def child_env(**memvm_settings: str) -> dict[str, str]:
     """This environment without any MEMVM_* variable, plus the given ones."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}

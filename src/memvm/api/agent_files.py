@@ -1,7 +1,7 @@
 """Agent files (`.af`): import Letta's exports (and memvm's), export memvm agents."""
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Header, Query, Request, Response, UploadFile
 
@@ -72,7 +72,12 @@ def _variables(text: str | None) -> dict[str, str] | None:
     return parsed
 
 
-@router.get("/{agent_id}/export", response_class=Response)
+_AGENT_FILE: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The agent file.", "content": {"application/json": {"schema": {"type": "object"}}}}
+}
+
+
+@router.get("/{agent_id}/export", response_class=Response, responses=_AGENT_FILE)
 async def export_file(
     agent_id: AgentId,
     request: Request,

@@ -1,5 +1,5 @@
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
@@ -98,13 +98,19 @@ async def delete_passage(agent_id: AgentId, memory_id: PassageId, tx: Transactio
     return Deleted(message=f"Memory id={memory_id} successfully deleted")
 
 
-@router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}")
+# Letta answers attach and detach with an empty body (`null`); the SDK types it as `object`.
+_NULL_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Done; the body is `null`.", "content": {"application/json": {"schema": {"type": "null"}}}}
+}
+
+
+@router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}", responses=_NULL_ANSWER)
 async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Request, caller: CallerDep) -> None:
     """Share an archive with the agent; its embedding model must be the agent's."""
     await archival.attach_for_agent(request.app.state.runtime, caller, agent_id, archive_id)
 
 
-@router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}")
+@router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}", responses=_NULL_ANSWER)
 async def detach_archive(agent_id: AgentId, archive_id: ArchiveId, tx: TransactionDep) -> None:
     """Stop the agent reading an archive; the archive and its passages remain."""
     async with tx() as session:

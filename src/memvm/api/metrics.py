@@ -2,6 +2,7 @@
 middleware that counts HTTP requests by route template, not by raw path (ids would explode it)."""
 
 import time
+from typing import Any
 
 from fastapi import APIRouter, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -12,7 +13,15 @@ from memvm.api.auth import AdminDep
 router = APIRouter(tags=["metrics"])
 
 
-@router.get("/metrics", response_class=Response)
+_EXPOSITION: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Prometheus text exposition format.",
+        "content": {"text/plain": {"schema": {"type": "string"}}},
+    }
+}
+
+
+@router.get("/metrics", response_class=Response, responses=_EXPOSITION)
 async def prometheus_metrics(admin: AdminDep) -> Response:
     """Requests, turns, steps, model calls and tokens, tool calls, block writes, searches, the
     embedding queue, the DB pool and turn-lock waits."""
