@@ -82,3 +82,44 @@ def test_serving_beyond_loopback_needs_auth_or_insecure(database_url: str, tmp_p
     assert "WARNING" in insecure_log and "authentication OFF" in insecure_log
     assert "authentication on" in keyed_log and "admin-secret" not in keyed_log
     assert without_key.status_code == 401 and with_key.status_code == 200
+
+
+async def test_no_key_reaches_the_log_even_at_debug_level(database_url: str, tmp_path: Path, llm) -> None:
+    """Keys travel in headers and settings; none of them may be written out, whatever the log level."""
+    admin_key, provider_key, wrong_key = "admin-secret-4f1c", "sk-provider-secret-9d2e", "mvk_wrong-secret-77ab"
+    llm.reply("hello from the model")
+    env = child_env(
+        MEMVM_DATABASE_URL=database_url,
+        MEMVM_ADMIN_API_KEY=admin_key,
+        MEMVM_OPENAI_BASE_URL=llm.base_url,
+        MEMVM_OPENAI_API_KEY=provider_key,
+        MEMVM_LOG_LEVEL="debug",
+    )
+    port = free_port()
+    with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
+        async with httpx.AsyncClient(base_url=served.base_url, timeout=30.0) as http:
+            admin = {"Authorization": f"Bearer {admin_key}"}
+            made = await http.post("/v1/admin/api-keys", json={"organization": "acme", "name": "ops"}, headers=admin)
+            org_key = made.json()["key"]
+            letta_style = {"X-BARE-PASSWORD": f"password {org_key}"}
+            agent = await http.post(
+                "/v1/agents/", json={"model": "openai/scripted-model", "memory_blocks": []}, headers=letta_style
+            )
+            turn = await http.post(
+                f"/v1/agents/{agent.json()['id']}/messages",
+                json={"input": "hi"},
+                headers={"Authorization": f"Bearer {org_key}"},
+            )
+            refused = await http.get("/v1/agents/", headers={"Authorization": f"Bearer {wrong_key}"})
+        log = served.log()
+
+    assert made.status_code == agent.status_code == turn.status_code == 200
+    assert llm.request_headers[0]["authorization"] == f"Bearer {provider_key}"  # the key was in use
+    assert refused.status_code == 401
+    assert "DEBUG" in log and "POST /v1/agents/" in log  # the debug log was on and did record the requests
+    leaked = [
+        name
+        for name, secret in [("admin", admin_key), ("organization", org_key), ("provider", provider_key), ("refused", wrong_key)]
+        if secret in log
+    ]
+    assert leaked == []
