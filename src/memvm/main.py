@@ -121,6 +121,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
             await lock_engine.dispose()
             await turn_lock_engine.dispose()
             await engine.dispose()
+            metrics.forget_this_process()
 
     app = FastAPI(
         title="memvm",

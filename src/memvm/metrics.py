@@ -40,13 +40,31 @@ EMBEDDING_LAG = Histogram("memvm_embedding_queue_lag_seconds", "From a message's
 EMBEDDING_DEPTH = Gauge(
     "memvm_embedding_queue_depth", "Messages waiting for a vector (seen by this process's worker).", multiprocess_mode="max"
 )
-DB_POOL = Gauge("memvm_db_pool_connections", "Database connections of this process's pool by state.", ["state"])
+DB_POOL = Gauge(
+    "memvm_db_pool_connections",
+    "Database connections of the server's pools by state, summed over its live HTTP processes.",
+    ["state"],
+    multiprocess_mode="livesum",
+)
+# state → how many connections of this process's pool are in it.
+_POOL_READERS: dict[str, Callable[[], int]] = {}
 
 
 def watch_pool(checked_out: Callable[[], int], checked_in: Callable[[], int]) -> None:
-    """Pool gauges read when scraped (in-use and idle connections)."""
-    DB_POOL.labels("in_use").set_function(checked_out)
-    DB_POOL.labels("idle").set_function(checked_in)
+    """The pool gauges are written at the end of every request and before a scrape, not computed when
+    scraped (set_function): in multi-process mode a scrape reads what each process last wrote."""
+    _POOL_READERS.update(in_use=checked_out, idle=checked_in)
+
+
+def record_pool() -> None:
+    for state, read in _POOL_READERS.items():
+        DB_POOL.labels(state).set(read())
+
+
+def forget_this_process() -> None:
+    """A stopping process's pool is no longer the server's (only `live…` gauges are dropped)."""
+    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+        multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
 @contextmanager
@@ -60,6 +78,7 @@ def timed(histogram: Histogram, *labels: str) -> Iterator[None]:
 
 def exposition() -> tuple[bytes, str]:
     """The current values (every process's, in multi-process mode) and their content type."""
+    record_pool()
     if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]

@@ -59,7 +59,14 @@ async def test_create_agent_with_model_handle_derives_llm_config(client):
         ({"llm_config": {"model": "m", "model_endpoint": "h\ttp://x"}}, 422, "body.llm_config.model_endpoint"),
         ({"llm_config": {"model": "m", "model_endpoint": "http://a b/v1"}}, 422, "body.llm_config.model_endpoint"),
         ({"llm_config": {"model": "m", "model_endpoint": "file:///etc"}}, 422, "body.llm_config.model_endpoint"),
+        # The HTTP client raises these when it builds the request, not as connection errors.
+        ({"llm_config": {"model": "m", "model_endpoint": "http://host:port/v1"}}, 422, "is not a valid URL"),
+        ({"llm_config": {"model": "m", "model_endpoint": "http://[::1/v1"}}, 422, "is not a valid URL"),
+        ({"llm_config": {"model": "m", "model_endpoint": "http://127.0.0.1:99999/v1"}}, 422, "is not a valid URL"),
         ({"context_window_limit": 2**31}, 422, "body.context_window_limit"),  # a 32-bit column: was a 500
+        # Accepted once, then every turn and archival insert of the agent failed.
+        ({"embedding": "openai/unknown-model"}, 400, "set MEMVM_EMBEDDING_DIM"),
+        ({"embedding_config": {"embedding_endpoint_type": "openai", "embedding_model": "mystery"}}, 400, "'openai/mystery'"),
     ],
 )
 async def test_create_agent_bad_input_is_refused_and_stores_nothing(client, db, body, status, fragment):
@@ -180,6 +187,16 @@ async def test_patch_agent_bad_timezone_changes_nothing(client):
     assert response.status_code == 422
     current = (await client.get(f"/v1/agents/{agent['id']}")).json()
     assert current["timezone"] == "Europe/Berlin" and current["name"] == agent["name"]
+
+
+async def test_patch_agent_to_an_embedding_model_of_unknown_size_changes_nothing(client):
+    agent = await create_agent(client)
+
+    response = await client.patch(f"/v1/agents/{agent['id']}", json={"embedding": "openai/mystery", "name": "renamed"})
+
+    assert response.status_code == 400 and "MEMVM_EMBEDDING_DIM" in response.json()["detail"]
+    current = (await client.get(f"/v1/agents/{agent['id']}")).json()
+    assert current["embedding"] == agent["embedding"] and current["name"] == agent["name"]
 
 
 async def test_message_buffer_autoclear_round_trips_and_defaults_to_false(client, db):

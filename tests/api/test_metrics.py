@@ -55,7 +55,7 @@ async def test_the_counters_move_with_the_work(client, llm):
     assert moved("memvm_block_writes_total", result="refused_version") == 1
     assert moved("memvm_search_seconds_count", kind="conversation") == 1
     assert moved("memvm_turn_lock_wait_seconds_count") == 1
-    assert value(after, "memvm_db_pool_connections", state="idle") >= 0
+    assert value(after, "memvm_db_pool_connections", state="idle") >= 1  # the connections the work used
 
 
 async def test_only_the_admin_reads_them(settings, llm):

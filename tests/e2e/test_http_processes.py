@@ -16,9 +16,13 @@ def http_processes(server: psutil.Process) -> list[psutil.Process]:
     return [child for child in server.children() if "spawn_main" in " ".join(child.cmdline())]
 
 
-def requests_counted(exposition: str, route: str) -> float:
-    prefix = f'memvm_http_requests_total{{method="GET",route="{route}",status="200"}} '
+def summed(exposition: str, sample: str) -> float:
+    prefix = f"{sample} "
     return sum(float(line.removeprefix(prefix)) for line in exposition.splitlines() if line.startswith(prefix))
+
+
+def requests_counted(exposition: str, route: str) -> float:
+    return summed(exposition, f'memvm_http_requests_total{{method="GET",route="{route}",status="200"}}')
 
 
 async def test_two_http_processes_serve_one_port_and_end_with_the_server(tmp_path: Path, database_url: str, llm) -> None:
@@ -51,6 +55,9 @@ async def test_two_http_processes_serve_one_port_and_end_with_the_server(tmp_pat
             exposition = (await http.get("/metrics")).text
         assert [m["content"] for m in llm.requests[1]["messages"][1:]] == ["hi", "one", "again"]
         assert requests_counted(exposition, "/v1/agents/") == REQUESTS  # every process's count, summed
+        # Each process's pool kept the connections its requests used; gauges, too, add up over processes.
+        assert summed(exposition, 'memvm_db_pool_connections{state="idle"}') >= 1
+        assert 'memvm_db_pool_connections{state="in_use"}' in exposition
 
         everything = [server, *server.children(recursive=True)]
         server.kill()

@@ -3,6 +3,7 @@
 import re
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -33,6 +34,19 @@ class LLMConfig(BaseModel):
         None, pattern=r"^https?://[^\x00-\x20\x7f/?#]+[^\x00-\x20\x7f]*$", description="http(s) URL of the OpenAI-compatible API"
     )
     context_window: int = Field(32_000, ge=256)
+
+    @field_validator("model_endpoint")
+    @classmethod
+    def _port_and_host_parse(cls, value: str | None) -> str | None:
+        # The pattern lets through what only a URL parser catches: an unclosed IPv6 bracket, a port
+        # that is not a number or is over 65535. The HTTP client raises those at call time, not as
+        # connection errors, so they would fail every turn instead of this request.
+        if value is not None:
+            try:
+                _ = urlsplit(value).port  # reading it parses it
+            except ValueError as exc:
+                raise ValueError(f"{value!r} is not a valid URL: {exc}") from None
+        return value
 
 
 def _check_timezone(value: str | None) -> str | None:

@@ -3,7 +3,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memvm.agents import service
-from memvm.agents.schemas import AgentCreate, AgentRead, AgentUpdate
+from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
 from memvm.api.schemas import CompactionResult, ContextWindowOverview, Deleted
@@ -14,9 +14,18 @@ router = APIRouter(prefix="/v1/agents", tags=["agents"])
 IncludeParam = Annotated[list[str] | None, Query(description="Relations to include, e.g. agent.blocks, agent.tags.")]
 
 
+def _embedding_in_reach(request: Request, fields: AgentFields) -> None:
+    """An embedding model this server cannot use (e.g. its vector size is unknown) would fail each of
+    the agent's turns and archival inserts later: it is a 400 now, before anything is stored."""
+    service.check_handles(fields)
+    if fields.embedding is not None:
+        request.app.state.runtime.embedders.for_handle(fields.embedding)
+
+
 @router.post("/", response_model=AgentRead)
-async def create_agent(body: AgentCreate, caller: CallerDep, tx: TransactionDep) -> AgentRead:
+async def create_agent(body: AgentCreate, request: Request, caller: CallerDep, tx: TransactionDep) -> AgentRead:
     """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
+    _embedding_in_reach(request, body)
     async with tx() as session:
         agent = await service.create_agent(session, body, actor=caller.actor)
         [view] = await service.describe(session, [agent], include=None, new=True)
@@ -52,8 +61,9 @@ async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep
 
 
 @router.patch("/{agent_id}", response_model=AgentRead)
-async def update_agent(agent_id: AgentId, body: AgentUpdate, tx: TransactionDep) -> AgentRead:
+async def update_agent(agent_id: AgentId, body: AgentUpdate, request: Request, tx: TransactionDep) -> AgentRead:
     """Change an agent; `block_ids` replaces its blocks. Prompt-affecting changes recompile the prompt."""
+    _embedding_in_reach(request, body)
     async with tx() as session:
         agent = await service.update_agent(session, agent_id, body)
         [view] = await service.describe(session, [agent], include=None)
