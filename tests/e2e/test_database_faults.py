@@ -9,7 +9,8 @@ seconds and starts again. Then:
 - every request got 200 or 503 with `retry-after`: never a 500, never a hang (each request has a
   client timeout) or a dropped connection;
 - soon after PostgreSQL is back every kind of request works again, in the same server process;
-- every background run has ended; after one more turn per agent no run is active;
+- every run has ended, background or not, without another turn of its agent (a turn the outage cut
+  off is failed once the database is back); one more turn per agent works;
 - every tool call in history has its return, and the edited block's history has no gaps;
 - the embedding worker embeds new messages, and the LISTEN connections are back (a cancel sent as
   another replica sends it, a flag and a NOTIFY, stops a turn in the middle of its model call).
@@ -41,6 +42,7 @@ GAP_SECONDS = 3.0  # how long PostgreSQL stays down
 LOAD_AFTER = 3.5  # seconds of load after it is back (RECOVERY_LIMIT of them must all succeed)
 RECOVERY_LIMIT = 3.0  # every request succeeds from this long after PostgreSQL is back
 LLM_DELAY = 0.1  # each model answer: turns are often mid-step when the database goes
+CUT_OFF_DELAY = 1.0  # the model answer of the one turn that begins just before PostgreSQL stops
 CANCEL_AS_A_REPLICA_DOES = """
     WITH flagged AS (UPDATE run SET cancel_requested_at = now() WHERE agent_id = $1 AND status = 'running' RETURNING id)
     SELECT pg_notify('memvm_run_cancel', id) FROM flagged"""
@@ -125,6 +127,8 @@ def scripted_turns(body: dict) -> dict:
     last_user = max(i for i, message in enumerate(messages) if message["role"] == "user")
     if messages[last_user]["content"] == "slow":
         return {"content": "too late", "delay": 20.0}
+    if messages[last_user]["content"] == "across the outage":  # answers while PostgreSQL is down
+        return {"content": "nowhere to store this", "delay": CUT_OFF_DELAY}
     if messages[-1]["role"] == "tool":
         return {"content": "noted", "delay": LLM_DELAY}
     return {"tool_calls": [("memory_insert", {"label": "human", "new_string": "a fact"})], "delay": LLM_DELAY}
@@ -168,7 +172,7 @@ async def test_postgres_restarting_under_load_gets_503s_then_everything_works_ag
             key = (await http.post("/v1/admin/api-keys", json={"organization": "acme", "name": "load"}, headers=admin)).json()
             http.headers["authorization"] = f"Bearer {key['key']}"
             agents = []
-            for number in range(3):
+            for number in range(4):  # the fourth gets one turn only, cut off by the outage
                 blocks = [{"label": "human", "value": "", "limit": 100_000}]
                 body = {"model": MODEL, "name": f"a{number}", "memory_blocks": blocks}
                 agents.append((await http.post("/v1/agents/", json=body)).json()["id"])
@@ -203,6 +207,9 @@ async def test_postgres_restarting_under_load_gets_503s_then_everything_works_ag
             }
             tasks = [asyncio.create_task(load.repeat(pause, job)) for pause, job in jobs.values()]
             await asyncio.sleep(LOAD_BEFORE)
+            url = f"/v1/agents/{agents[3]}/messages"
+            cut_off = asyncio.create_task(load.request("cut-off turn", "POST", url, json={"input": "across the outage"}))
+            await asyncio.sleep(0.2)  # its run has started; its model answers while PostgreSQL is down
             stopping_at = load.now()
             await asyncio.to_thread(private_postgres.stop, mode)
             down_from = load.now()
@@ -212,7 +219,7 @@ async def test_postgres_restarting_under_load_gets_503s_then_everything_works_ag
             back_at = load.now()
             await asyncio.sleep(LOAD_AFTER)
             load.stopping = True
-            await asyncio.gather(*tasks)
+            await asyncio.gather(*tasks, cut_off)
 
             # Every background run ends, without a restart.
             async def runs_ended() -> bool:
@@ -220,6 +227,13 @@ async def test_postgres_restarting_under_load_gets_503s_then_everything_works_ag
                 return all(status not in ("created", "running") for status in statuses)
 
             background_ended = await wait_until(runs_ended, 15)
+
+            # Every run ends without another turn of its agent: sync turns cut off by the outage too.
+            async def nothing_active() -> bool:
+                return (await http.get("/v1/runs/", params={"active": "true"})).json() == []
+
+            all_ended = await wait_until(nothing_active, 15)
+            left_active = (await http.get("/v1/runs/", params={"active": "true"})).json()
 
             # One more turn per agent: it works, and no run stays active.
             final = {agent_id: await http.post(f"/v1/agents/{agent_id}/messages", json={"input": "hi"}) for agent_id in agents}
@@ -284,7 +298,9 @@ async def test_postgres_restarting_under_load_gets_503s_then_everything_works_ag
         "background send",
     }
     assert same_process
+    assert cut_off.result() is not None and cut_off.result().status_code == 503  # it lost the database mid-turn
     assert background_ended
+    assert all_ended, [(run["id"], run["status"], run["background"]) for run in left_active]
     assert all(r.status_code == 200 and r.json()["stop_reason"]["stop_reason"] == "end_turn" for r in final.values())
     assert active == []
     assert unpaired == {agent_id: [] for agent_id in agents}

@@ -111,11 +111,11 @@ async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> 
     await session.execute(update(Run).where(Run.id == run_id).values(**values), execution_options={"synchronize_session": False})
 
 
-async def fail_queued(session: AsyncSession, run_id: str) -> bool:
-    """Mark a run still `created` failed (the caller knows no process will start it)."""
+async def fail_if(session: AsyncSession, run_id: str, status: str) -> bool:
+    """Mark the run failed if it is still `status` (the caller knows no process will go on with it)."""
     query = (
         update(Run)
-        .where(Run.id == run_id, Run.status == "created")
+        .where(Run.id == run_id, Run.status == status)
         .values(status="failed", stop_reason="error", completed_at=func.now())
         .returning(Run.id)
     )

@@ -70,7 +70,13 @@ async def queued_runs(session: AsyncSession) -> list[Run]:
 
 async def fail_queued(session: AsyncSession, run_id: str) -> bool:
     """A background run that never started and never will: the process that queued it is gone."""
-    return await repository.fail_queued(session, run_id)
+    return await repository.fail_if(session, run_id, "created")
+
+
+async def fail_cut_off(session: AsyncSession, run_id: str) -> bool:
+    """A run whose turn stopped without storing its end (the database went away), unless the end
+    was stored after all (a commit whose acknowledgement was lost)."""
+    return await repository.fail_if(session, run_id, "running")
 
 
 def record_event(session: AsyncSession, run_id: str, seq: int, payload: dict[str, Any]) -> None:

@@ -27,15 +27,13 @@ from memvm.orm import Run
 from memvm.runs import service as runs
 from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
 from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.run_end import when_reachable
 from memvm.runtime.send import send
 from memvm.runtime.turn_lock import claim_run, run_claimed
 
 log = logging.getLogger(__name__)
 CALLBACK_ATTEMPTS = 3
 CALLBACK_TIMEOUT_SECONDS = 5.0
-# Storing a run's end while the database is unreachable (restarting) is retried with these pauses
-# (about 5 minutes in all), so no run stays active once the database is back.
-END_RETRY_PAUSES = (0.5, 1.0, 2.0, *(5.0,) * 60)
 
 
 async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> Run:
@@ -93,16 +91,7 @@ async def _turn(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendR
 async def _end(deps: RuntimeDeps, caller: Caller, run_id: str, seq: int, stop_reason: str, error: str | None) -> None:
     """_end_unstarted, retried while the database is unreachable: a run whose turn failed because the
     database went away (so the turn could not store its end either) ends once the database is back."""
-    for pause in END_RETRY_PAUSES:
-        try:
-            return await _end_unstarted(deps, caller, run_id, seq, stop_reason, error)
-        except Exception as failure:
-            if not database_unreachable(failure):
-                raise
-            reason = getattr(failure, "orig", failure)
-            log.warning("background run %s: cannot store its end yet (%s); retrying in %g s", run_id, reason, pause)
-        await asyncio.sleep(pause)
-    log.error("background run %s: gave up storing its end; the next start-up fails it", run_id)
+    await when_reachable(run_id, lambda: _end_unstarted(deps, caller, run_id, seq, stop_reason, error))
 
 
 async def _call_back(deps: RuntimeDeps, caller: Caller, run_id: str, url: str) -> None:

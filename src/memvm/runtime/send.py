@@ -7,6 +7,7 @@ from typing import Any
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.db.engine import database_unreachable
 from memvm.db.uow import transaction
 from memvm.ids import new_id
 from memvm.messages import service as messages
@@ -14,6 +15,7 @@ from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import SendRequest
 from memvm.orm import Message, Run
 from memvm.runtime.deps import RuntimeDeps
+from memvm.runtime.run_end import fail_when_reachable
 from memvm.runtime.turn import Turn
 
 
@@ -44,8 +46,14 @@ async def send(
         yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:
-            async for event in events:
-                yield event
+            try:
+                async for event in events:
+                    yield event
+            except Exception as failure:
+                # The turn could not store its end. A background run's task stores it (background.py).
+                if run_id is None and database_unreachable(failure):
+                    fail_when_reachable(deps, caller.organization_id, turn.run_id)
+                raise
 
 
 async def _stored_result(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
