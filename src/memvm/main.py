@@ -39,6 +39,7 @@ from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
+from memvm.processes import import_deferred_in_background
 from memvm.provider import RetryPolicy
 from memvm.runtime.background import fail_orphaned_runs
 from memvm.runtime.cancel import CancelSignals
@@ -99,6 +100,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
                 )
                 worker.start()
             pruning = start_pruning(sessionmaker, settings)
+            import_deferred_in_background()
             yield
         finally:
             if runtime is not None:  # background turns end as cancelled, their steps kept

@@ -1,6 +1,11 @@
 """Calls to OpenAI-compatible servers, shared by the chat model (llm/) and the embedder
 (embeddings/): one way to build the SDK client, one bounded retry loop with jittered backoff, and
-one mapping of SDK exceptions to memvm.errors.LLMError subclasses."""
+one mapping of SDK exceptions to memvm.errors.LLMError subclasses.
+
+The openai SDK takes about a second to import, longer than the rest of a server's start-up: it is
+imported by the first client built here (and by main.py in the background once the server is up),
+so the functions that need it at run time import it themselves; after the first time that is a
+dictionary lookup."""
 
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
-import openai
 
 from memvm.errors import ContextWindowExceeded, LLMError, LLMRejected, LLMTimeout, LLMUnavailable
+
+if TYPE_CHECKING:
+    import openai
 
 Sleep = Callable[[float], Awaitable[Any]]
 T = TypeVar("T")
@@ -51,6 +58,8 @@ def build_client(
     base_url: str | None, api_key: str | None, retry: RetryPolicy, *, http_client: httpx.AsyncClient | None = None
 ) -> openai.AsyncOpenAI:
     """The SDK's own retries are off (ours apply, see ProviderCalls); its timeout is the policy's."""
+    import openai
+
     options: dict[str, Any] = {"api_key": api_key or PLACEHOLDER_API_KEY, "max_retries": 0, "timeout": retry.timeout}
     if base_url is not None:  # else the SDK's own default (OPENAI_BASE_URL or api.openai.com)
         options["base_url"] = base_url
@@ -76,6 +85,8 @@ def _is_context_overflow(exc: openai.APIStatusError) -> bool:
 
 
 def _retryable(exc: Exception) -> bool:
+    import openai
+
     # InternalServerError is every 5xx; APITimeoutError is an APIConnectionError.
     return isinstance(exc, (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError, MalformedResponse))
 
@@ -123,6 +134,8 @@ class ProviderCalls:
     async def run(self, model: str, call: Callable[[], Awaitable[T]]) -> T:
         """`call()` with bounded retries of timeouts, connection errors, 5xx and 429; SDK errors
         come out as LLMError subclasses that name the model and endpoint."""
+        import openai
+
         policy = self._retry
         attempts = max(1, policy.attempts)
         for attempt in range(1, attempts + 1):
@@ -141,6 +154,8 @@ class ProviderCalls:
         return self._retry.backoff(failures)
 
     def error(self, model: str, exc: openai.APIError | MalformedResponse, *, attempts: int, mid_stream: bool = False) -> LLMError:
+        import openai
+
         where = f"model {model!r} at {self.endpoint}"
         tries = f" after {attempts} attempts" if attempts > 1 else ""
         during = " while streaming the response" if mid_stream else ""

@@ -16,10 +16,7 @@ import subprocess
 import sys
 
 from memvm.config import Settings
-from memvm.db.engine import build_engine, build_sessionmaker
-from memvm.embeddings.registry import EmbedderRegistry
 from memvm.processes import end_with_parent
-from memvm.search.embedding_queue import EmbeddingWorker
 
 log = logging.getLogger("memvm.worker")
 
@@ -29,6 +26,12 @@ STOP_GRACE_SECONDS = 15.0
 
 async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
     """Drain the queue until `stop` is set; the batch in progress is finished first."""
+    # Imported here, in the worker process: `memvm serve` imports this module only to start that
+    # process, and loading the database stack for it would delay the server's start by most of a second.
+    from memvm.db.engine import build_engine, build_sessionmaker
+    from memvm.embeddings.registry import EmbedderRegistry
+    from memvm.search.embedding_queue import EmbeddingWorker
+
     engine = build_engine(database_url, settings)
     embedders = EmbedderRegistry.from_settings(settings)
     # No in-process wakeup reaches another process: an idle worker polls the queue.

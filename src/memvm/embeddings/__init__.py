@@ -1,17 +1,3 @@
-"""Text → vectors for memory search: an offline local model by default, or an OpenAI-compatible endpoint."""
-
-from memvm.embeddings.local import LocalMiniLM, shared_local_embedder
-from memvm.embeddings.openai_embedder import OpenAIEmbedder
-from memvm.embeddings.ports import Embedder, EmbeddingDimensionMismatch, EmbeddingModelError
-from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, EmbedderRegistry
-
-__all__ = [
-    "DEFAULT_EMBEDDING_HANDLE",
-    "Embedder",
-    "EmbedderRegistry",
-    "EmbeddingDimensionMismatch",
-    "EmbeddingModelError",
-    "LocalMiniLM",
-    "OpenAIEmbedder",
-    "shared_local_embedder",
-]
+"""Text → vectors for memory search: an offline local model by default (local.py), or an
+OpenAI-compatible endpoint (openai_embedder.py); registry.py picks one by handle. Import the modules
+themselves: this package imports nothing, so that loading the port does not load numpy or the SDK."""

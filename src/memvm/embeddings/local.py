@@ -16,11 +16,12 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from memvm.embeddings.ports import EmbeddingModelError
+
+if TYPE_CHECKING:  # numpy is imported by the first embedding, like onnxruntime (see load)
+    import numpy as np
 
 # tokenizers never fetches anything when loaded from a string, but keep any HF code offline too.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -100,7 +101,8 @@ class LocalMiniLM:
         with self._lock:
             if self._session is not None:
                 return
-            # Imported here so `import memvm.embeddings` stays cheap for processes that never embed.
+            # Imported here so `import memvm.embeddings` stays cheap for processes that never embed
+            # (and an HTTP process starts without them: main.py imports them once it is up).
             import onnxruntime
             from tokenizers import Tokenizer
 
@@ -134,6 +136,8 @@ class LocalMiniLM:
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), 384) float32, unit rows. Blocking."""
+        import numpy as np
+
         self.load()
         encodings = self._tokenizer.encode_batch(list(texts))
         out = np.empty((len(encodings), DIM), dtype=np.float32)
@@ -156,6 +160,8 @@ class LocalMiniLM:
         return chunks + [current] if current else chunks
 
     def _embed_batch(self, rows: list[list[int]]) -> np.ndarray:
+        import numpy as np
+
         ids = np.zeros((len(rows), max(map(len, rows))), dtype=np.int64)  # 0 is [PAD]
         for r, row in enumerate(rows):
             ids[r, : len(row)] = row

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
-
-import numpy as np
-import openai
+from typing import TYPE_CHECKING, Any
 
 from memvm.embeddings.ports import EmbeddingDimensionMismatch
 from memvm.errors import LLMError, LLMRejected
 from memvm.provider import MalformedResponse, ProviderCalls, RetryPolicy, Sleep
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: provider.py imports it at the first call
+    import openai
 
 DEFAULT_BATCH_SIZE = 64
 
@@ -84,6 +84,8 @@ class OpenAIEmbedder:
             raise LLMRejected(f"The {where} answered with something that is not an embedding list ({exc!r})") from None
         if len(rows) != expected:
             raise LLMRejected(f"The {where} returned {len(rows)} vectors for {expected} inputs")
+        import numpy as np  # not at start-up: see local.py
+
         try:
             matrix = np.asarray(rows, dtype=np.float64)
         except (TypeError, ValueError):

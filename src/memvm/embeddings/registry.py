@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 import httpx
-import openai
 
 from memvm.config import Settings
 from memvm.embeddings.local import MODEL_ID as LOCAL_MODEL_ID
@@ -14,6 +14,9 @@ from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
 from memvm.embeddings.ports import Embedder
 from memvm.errors import InvalidInput
 from memvm.provider import RetryPolicy, Sleep, build_client
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: provider.py imports it at the first call
+    import openai
 
 DEFAULT_EMBEDDING_HANDLE = LOCAL_MODEL_ID
 

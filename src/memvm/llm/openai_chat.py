@@ -12,9 +12,7 @@ import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
-
-import openai
+from typing import TYPE_CHECKING, Any
 
 from memvm.errors import LLMUnavailable
 from memvm.llm.types import (
@@ -28,6 +26,9 @@ from memvm.llm.types import (
     Usage,
 )
 from memvm.provider import PLACEHOLDER_API_KEY, MalformedResponse, ProviderCalls, RetryPolicy, Sleep, build_client, same_endpoint
+
+if TYPE_CHECKING:  # the SDK takes about a second to import: provider.py imports it at the first call
+    import openai
 
 # ---------------------------------------------------------------- request mapping
 
@@ -235,6 +236,8 @@ class OpenAIChatModel:
                 raise
 
         stream, first = await self._calls.run(request.model, open_stream)
+        import openai  # loaded by now (the client exists); see provider.py
+
         assembler = _StreamAssembler()
         try:
             with _readable():
@@ -283,6 +286,8 @@ class ChatModelFactory:
         """The model ids the configured endpoint lists (its /v1/models); raises LLMError if it cannot."""
         self.for_endpoint(Endpoint(base_url=None))  # builds the default client if no turn has yet
         client = self._clients[(self._default_base_url, self._default_api_key or PLACEHOLDER_API_KEY)]
+        import openai  # loaded by now (the client exists); see provider.py
+
         try:
             page = await client.with_options(timeout=timeout, max_retries=0).models.list()
         except openai.OpenAIError as error:

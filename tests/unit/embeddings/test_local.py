@@ -10,8 +10,8 @@ import time
 import numpy as np
 import pytest
 
-from memvm.embeddings import EmbeddingModelError, LocalMiniLM, shared_local_embedder
-from memvm.embeddings.local import DIM, MODEL_ID, TOKENIZER_FILE, installed_model_path
+from memvm.embeddings.local import DIM, MODEL_ID, TOKENIZER_FILE, LocalMiniLM, installed_model_path, shared_local_embedder
+from memvm.embeddings.ports import EmbeddingModelError
 
 # (fact, paraphrased question) pairs that share no content word: only meaning links them.
 FACTS_AND_QUERIES = [

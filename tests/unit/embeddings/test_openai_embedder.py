@@ -10,13 +10,10 @@ import numpy as np
 import openai
 import pytest
 
-from memvm.embeddings import (
-    DEFAULT_EMBEDDING_HANDLE,
-    EmbedderRegistry,
-    EmbeddingDimensionMismatch,
-    LocalMiniLM,
-    OpenAIEmbedder,
-)
+from memvm.embeddings.local import LocalMiniLM
+from memvm.embeddings.openai_embedder import OpenAIEmbedder
+from memvm.embeddings.ports import EmbeddingDimensionMismatch
+from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, EmbedderRegistry
 from memvm.errors import InvalidInput, LLMRejected, LLMUnavailable
 from memvm.llm.openai_chat import RetryPolicy
 

@@ -1,0 +1,31 @@
+"""What a process imports decides how long `memvm serve` takes to answer: each HTTP process imports
+the app afresh. These guard the imports that start-up defers (see processes.DEFERRED_IMPORTS)."""
+
+import subprocess
+import sys
+
+from memvm.processes import DEFERRED_IMPORTS
+
+
+def modules_loaded_by(statement: str, candidates: tuple[str, ...]) -> list[str]:
+    """The candidates a fresh interpreter has loaded after `statement`."""
+    check = f"import sys\n{statement}\nprint(','.join(m for m in {candidates!r} if m in sys.modules))"
+    output = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, check=True, timeout=120)
+    return [name for name in output.stdout.strip().split(",") if name]
+
+
+def test_the_app_loads_without_the_deferred_modules() -> None:
+    assert modules_loaded_by("import memvm.main", DEFERRED_IMPORTS) == []
+
+
+def test_the_supervisor_starts_its_processes_without_the_database_stack() -> None:
+    """`memvm serve` with several HTTP processes never serves itself: it starts the worker and uvicorn."""
+    statement = "import memvm.cli, memvm.serving, memvm.worker, memvm.db.database"
+
+    assert modules_loaded_by(statement, ("sqlalchemy", "fastapi", "asyncpg", *DEFERRED_IMPORTS)) == []
+
+
+def test_the_background_thread_imports_every_deferred_module() -> None:
+    statement = "import memvm.processes as processes\nprocesses.import_deferred_in_background().join(timeout=60)"
+
+    assert modules_loaded_by(statement, DEFERRED_IMPORTS) == list(DEFERRED_IMPORTS)
