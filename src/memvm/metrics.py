@@ -50,20 +50,31 @@ DB_POOL = Gauge(
 _POOL_READERS: dict[str, Callable[[], int]] = {}
 
 
+def _shared() -> bool:
+    """Whether the processes of this server write their metrics into one directory (multi-process mode)."""
+    return "PROMETHEUS_MULTIPROC_DIR" in os.environ
+
+
 def watch_pool(checked_out: Callable[[], int], checked_in: Callable[[], int]) -> None:
-    """The pool gauges are written at the end of every request and before a scrape, not computed when
-    scraped (set_function): in multi-process mode a scrape reads what each process last wrote."""
+    """The pool gauges are written before a scrape, not computed when scraped (set_function): in
+    multi-process mode a scrape reads what each process last wrote, so there each request's end
+    writes them too (after_request)."""
     _POOL_READERS.update(in_use=checked_out, idle=checked_in)
 
 
-def record_pool() -> None:
+def _record_pool() -> None:
     for state, read in _POOL_READERS.items():
         DB_POOL.labels(state).set(read())
 
 
+def after_request() -> None:
+    if _shared():
+        _record_pool()
+
+
 def forget_this_process() -> None:
     """A stopping process's pool is no longer the server's (only `live…` gauges are dropped)."""
-    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+    if _shared():
         multiprocess.mark_process_dead(os.getpid())  # type: ignore[no-untyped-call]
 
 
@@ -78,8 +89,8 @@ def timed(histogram: Histogram, *labels: str) -> Iterator[None]:
 
 def exposition() -> tuple[bytes, str]:
     """The current values (every process's, in multi-process mode) and their content type."""
-    record_pool()
-    if "PROMETHEUS_MULTIPROC_DIR" in os.environ:
+    _record_pool()
+    if _shared():
         registry = CollectorRegistry()
         multiprocess.MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
         return generate_latest(registry), CONTENT_TYPE_LATEST

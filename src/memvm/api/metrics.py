@@ -51,4 +51,4 @@ class HttpMetrics:
             route = getattr(scope.get("route"), "path", "(unmatched)")
             metrics.HTTP_REQUESTS.labels(scope["method"], route, str(status)).inc()
             metrics.HTTP_SECONDS.labels(scope["method"], route).observe(time.perf_counter() - started)
-            metrics.record_pool()
+            metrics.after_request()

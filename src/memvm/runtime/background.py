@@ -49,9 +49,7 @@ async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, req
     except BaseException:
         await asyncio.shield(claim.close())
         raise
-    task = asyncio.create_task(_run(deps, caller, agent_id, request, run.id, claim))
-    deps.background.add(task)
-    task.add_done_callback(deps.background.discard)
+    deps.in_background(_run(deps, caller, agent_id, request, run.id, claim))
     return run
 
 

@@ -1,8 +1,10 @@
 """What the runtime needs from the application, built once in the lifespan."""
 
 import asyncio
+from collections.abc import Coroutine
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
@@ -29,7 +31,7 @@ class RuntimeDeps:
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)
     provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
-    background: set["asyncio.Task[None]"] = field(default_factory=set)  # background turns of this process
+    background: set["asyncio.Task[None]"] = field(default_factory=set)  # see in_background
 
     def turn_lock(
         self, organization_id: str, agent_id: str, *, timeout_seconds: float | None = None
@@ -38,3 +40,10 @@ class RuntimeDeps:
         told otherwise; the event is set if the lock is lost."""
         wait = self.settings.turn_lock_timeout_seconds if timeout_seconds is None else timeout_seconds
         return agent_turn_lock(self.turn_lock_engine, organization_id, agent_id, timeout_seconds=wait)
+
+    def in_background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run `work` as a task of this process, kept until it ends; the lifespan cancels what is left
+        when the process stops (background turns end as cancelled)."""
+        task = asyncio.create_task(work)
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)

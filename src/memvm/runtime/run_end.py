@@ -37,6 +37,4 @@ def fail_when_reachable(deps: RuntimeDeps, organization_id: str, run_id: str) ->
         async with transaction(deps.sessionmaker, organization_id) as session:
             await runs.fail_cut_off(session, run_id)
 
-    task = asyncio.create_task(when_reachable(run_id, fail))
-    deps.background.add(task)  # cancelled with the background turns when the process stops
-    task.add_done_callback(deps.background.discard)
+    deps.in_background(when_reachable(run_id, fail))
