@@ -2,8 +2,8 @@
 """Overhead of one sandboxed custom-tool call, next to an in-process call (`bench/run.sh tools`).
 
 Every phase runs at concurrency 1 and interleaves its variants call by call, in a rotating order.
-1. In-process: a plain call; interpreter starts with the jail's flags; the launchers alone (setpriv as
-   root, prlimit, bwrap) running `true`; `Sandbox.run` in bubblewrap and process mode, and with
+1. In-process: a plain call; interpreter starts with the jail's flags; the launchers alone (prlimit,
+   bwrap, setpriv as root) running `true`; `Sandbox.run` in bubblewrap and process mode, and with
    `pip_requirements` (its venv built beforehand, empty); `-X importtime` of a start with the bootstrap.
 2. HTTP, against a running `memvm serve`: `GET /v1/health/` (the HTTP floor) and `POST /v1/tools/run`.
 3. Agent turns with the instant fake LLM, which calls the tool a `#tool=NAME` directive in the user
@@ -34,6 +34,7 @@ import httpx
 
 from memvm.config import Settings
 from memvm.sandbox import command, venvs
+from memvm.sandbox import launchers as sandbox_launchers
 from memvm.sandbox.calls import ToolRun
 from memvm.sandbox.identities import Identity
 from memvm.sandbox.runner import Sandbox
@@ -121,14 +122,12 @@ async def empty_venv(settings: Settings) -> str:
 
 
 def launchers(settings: Settings, *, jail: bool) -> list[str]:
-    """What `Sandbox.run` puts in front of the interpreter (setpriv as root, prlimit, bwrap), running `true`."""
-    limits = command.Limits.of(settings)
+    """What `Sandbox.run` puts in front of the interpreter (prlimit, bwrap, setpriv as root), running `true`."""
+    found = sandbox_launchers.find(jail=jail, switch_uid=os.geteuid() == 0)
     identity = Identity(settings.tool_sandbox_first_uid if os.geteuid() == 0 else None, settings.tool_max_processes)
-    argv = [*identity.switch(), *command.prlimit(limits, identity.processes())]
-    if jail:
-        bwrap = command.bubblewrap(limits, command.base_interpreter(), network=False)
-        argv += bwrap[: bwrap.index("--") + 1]
-    return [*argv, "/bin/true"]
+    switch = identity.switch(found.setpriv)
+    limits, python = command.Limits.of(settings), command.base_interpreter()
+    return [*command.launch(found, limits, python, switch=switch, processes=identity.processes(), network=False), "/bin/true"]
 
 
 def started(argv: list[str]) -> Call:
@@ -184,7 +183,7 @@ async def inprocess(settings: Settings, calls: int) -> dict[str, Any]:
     if sandboxes["bubblewrap"].unavailable is not None:
         raise SystemExit(f"tool_cost: the bubblewrap sandbox is unavailable: {sandboxes['bubblewrap'].unavailable}")
     pythons = {"runtime": command.base_interpreter(), "venv": await empty_venv(settings)}
-    switch = "setpriv + prlimit" if os.geteuid() == 0 else "prlimit"
+    switch = "prlimit + setpriv" if os.geteuid() == 0 else "prlimit"
     bare = {k: [*command.interpreter(exe)[:-1], "pass"] for k, exe in pythons.items()}  # the jail's flags, no bootstrap
     bare["runtime + json"] = [*bare["runtime"][:-1], "import json"]  # the bootstrap's one costly import
     jailed, venv_path, server_path = sandboxes["bubblewrap"], "a `pip_requirements` tool's path", "the server's path"

@@ -18,6 +18,11 @@ from memvm.config import Settings
 from memvm.db.embedded import start_embedded_postgres
 from memvm.db.engine import build_engine, build_sessionmaker
 from memvm.db.migrate import upgrade_to_head
+from memvm.db.tenancy import ALL_ORGANIZATIONS
+from memvm.db.uow import transaction
+from memvm.embeddings.registry import EmbedderRegistry
+from memvm.search.embedding_queue import embed_pending
+from memvm.tools.service import sync_builtin_tools
 from tests.support.api import app_client, build_app
 from tests.support.pg import TEMPLATE_DB, admin_execute, asyncpg_dsn, with_database
 from tests.support.scripted_llm import ScriptedLLM
@@ -35,10 +40,17 @@ def server_url() -> str:
 
 @pytest.fixture(scope="session")
 async def template_url(server_url: str) -> str:
+    """Migrated, with the built-in tools and their search vectors, which every app would otherwise
+    store and embed again at its start (seconds of CPU per test)."""
     await admin_execute(server_url, f"CREATE DATABASE {TEMPLATE_DB}")
     url = with_database(server_url, TEMPLATE_DB)
     engine = build_engine(url, Settings())
     await upgrade_to_head(engine)
+    sessionmaker = build_sessionmaker(engine)
+    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+        await sync_builtin_tools(session)
+    while await embed_pending(sessionmaker, EmbedderRegistry()):
+        pass
     await engine.dispose()
     return url
 

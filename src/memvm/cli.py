@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from memvm import __version__, blocks_cli
 from memvm import agent_files_cli as agent_files
 from memvm import backup as backups
+from memvm.accounts.names import check_key_label, check_organization_name
 from memvm.config import Settings
 from memvm.memory.rules import MAX_VERSION
 from memvm.processes import configure_logging
@@ -57,8 +58,8 @@ def _parser() -> argparse.ArgumentParser:
     keys = commands.add_parser("keys", help="API keys (in MEMVM_DATABASE_URL, or the embedded database when no server holds it)")
     key_commands = keys.add_subparsers(title="keys commands")
     create = key_commands.add_parser("create", help="create a key for an organization (created on first use); prints the key")
-    create.add_argument("--org", required=True, help="organization name")
-    create.add_argument("--name", default="", help="a label to recognise the key by")
+    create.add_argument("--org", required=True, type=_checked(check_organization_name), help="organization name")
+    create.add_argument("--name", default="", type=_checked(check_key_label), help="a label to recognise the key by")
     create.set_defaults(run=lambda args: _with_accounts(args, _create_key))
     listing = key_commands.add_parser("list", help="list keys (never their secrets)")
     listing.set_defaults(run=lambda args: _with_accounts(args, _list_keys))
@@ -127,6 +128,18 @@ def _block_commands(commands: "argparse._SubParsersAction[argparse.ArgumentParse
         command.add_argument("--org", help="organization name (default: the default organization)")
 
 
+def _checked(check: Callable[[str], str]) -> Callable[[str], str]:
+    """An argparse type from a check that raises ValueError: a usage error that says what is wrong."""
+
+    def parse(text: str) -> str:
+        try:
+            return check(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return parse
+
+
 def _int_between(low: int, high: int) -> Callable[[str], int]:
     """An argparse type: a whole number in [low, high], or a usage error that says so."""
 
@@ -160,19 +173,20 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so `memvm --help` and `memvm version` answer without loading the server.
-    from memvm.db.database import resolve_database
-    from memvm.serving import http_processes, run_http, share_metrics
+    from memvm.preflight import CannotServe
+    from memvm.serving import run_http, share_metrics
 
     # uvicorn re-raises the SIGTERM it caught after a graceful shutdown; with the default
     # handler that kills the process before atexit stops the embedded PostgreSQL.
     signal.signal(signal.SIGTERM, _exit_cleanly)
     settings = _settings(args)
     configure_logging(settings.log_level)
-    target = resolve_database(settings)
-    log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes(settings))
-    if settings.ui:
-        host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        log.info("operator console: http://%s:%d/ui/ (MEMVM_UI=false turns it off)", host, settings.port)
+    try:
+        target = _prepare_to_serve(settings)
+    except CannotServe as error:
+        print(f"memvm serve: {error}", file=sys.stderr)
+        return 1
+    settings = settings.model_copy(update={"migrate_on_start": False})  # done, once, above
     if settings.embedding_worker and settings.embedding_process:
         share_metrics()  # the worker's metrics are the server's too
         from memvm.worker import start_worker_process, stop_worker_process
@@ -182,6 +196,21 @@ def _serve(args: argparse.Namespace) -> int:
         settings = settings.model_copy(update={"embedding_worker": False})  # the worker process embeds
     run_http(settings, target)
     return 0
+
+
+def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
+    """Everything that can keep the server from serving, before anything listens (memvm.preflight)."""
+    from memvm import preflight
+    from memvm.serving import http_processes
+
+    preflight.check_port(settings)
+    target = preflight.start_database(settings)
+    log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes(settings))
+    if settings.ui:
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        log.info("operator console: http://%s:%d/ui/ (MEMVM_UI=false turns it off)", host, settings.port)
+    preflight.prepare_database(target, settings)
+    return target
 
 
 def _worker(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from fastapi import Depends, FastAPI
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import __version__, metrics
+from memvm.accounts.exposure import ExposureRefused, check_exposure
 from memvm.accounts.key_cache import KeyCache
 from memvm.api import (
     admin,
@@ -23,6 +24,7 @@ from memvm.api import (
     health,
     messages,
     models,
+    openapi,
     runs,
     search,
     storable,
@@ -65,9 +67,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         worker, keys, sandbox, cancels, runtime, pruning = None, None, None, None, None, None
         try:
             if settings.migrate_on_start:
-                plan = await upgrade_to_head(engine)
-                if not plan.up_to_date:
-                    log.info("database migrated %s → %s", plan.current or "empty", plan.target)
+                await upgrade_to_head(engine)
             sessionmaker = build_sessionmaker(engine)
             metrics.watch_pool(engine.sync_engine.pool.checkedout, engine.sync_engine.pool.checkedin)  # type: ignore[attr-defined]
             async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
@@ -132,6 +132,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         lifespan=lifespan,
     )
     errors.install(app)
+    openapi.declare_security(app)
     app.add_middleware(
         BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions={"/v1/agents/import": settings.max_agent_file_bytes}
     )
@@ -152,8 +153,8 @@ async def _open_gate(app: FastAPI, settings: Settings, sessionmaker: async_sessi
     admin_key = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
     app.state.gate = gate = auth.Gate(sessionmaker, keys, admin_key)
     try:
-        level, mode = await auth.check_exposure(settings, gate)
-    except auth.ExposureRefused as refused:
+        level, mode = check_exposure(settings, await gate.keys_required())
+    except ExposureRefused as refused:
         log.error("%s", refused)
         raise
     log.log(level, "%s", mode)

@@ -33,12 +33,14 @@ MODEL_SECONDS = Histogram("memvm_model_call_seconds", "Latency of model calls by
 MODEL_TOKENS = Counter("memvm_model_tokens_total", "Tokens by model handle and kind (prompt, completion).", ["model", "kind"])
 TOOL_CALLS = Counter("memvm_tool_calls_total", "Tool calls by tool and status.", ["tool", "status"])
 BLOCK_WRITES = Counter("memvm_block_writes_total", "Block writes by result (written, or why refused).", ["result"])
-SEARCH_SECONDS = Histogram("memvm_search_seconds", "Search latency by kind (archival, conversation).", ["kind"], buckets=_FAST)
+SEARCH_SECONDS = Histogram(
+    "memvm_search_seconds", "Search latency by kind (archival, conversation, tools).", ["kind"], buckets=_FAST
+)
 TURN_LOCK_SECONDS = Histogram("memvm_turn_lock_wait_seconds", "Time a turn waited for its agent's lock.", buckets=_FAST)
-EMBEDDED = Counter("memvm_embedding_queue_embedded_total", "Messages the embedding queue embedded.")
-EMBEDDING_LAG = Histogram("memvm_embedding_queue_lag_seconds", "From a message's storage to its vector.", buckets=_SLOW)
+EMBEDDED = Counter("memvm_embedding_queue_embedded_total", "Messages and tools the embedding queue embedded.")
+EMBEDDING_LAG = Histogram("memvm_embedding_queue_lag_seconds", "From a message's or tool's storage to its vector.", buckets=_SLOW)
 EMBEDDING_DEPTH = Gauge(
-    "memvm_embedding_queue_depth", "Messages waiting for a vector (seen by this process's worker).", multiprocess_mode="max"
+    "memvm_embedding_queue_depth", "Messages and tools without a vector (seen by this process's worker).", multiprocess_mode="max"
 )
 DB_POOL = Gauge(
     "memvm_db_pool_connections",

@@ -19,6 +19,7 @@ import uvicorn
 
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget
+from memvm.head_limits import capped_protocol
 from memvm.processes import configure_logging, end_with_parent
 
 ASGIApp = Callable[[Any, Any, Any], Awaitable[None]]
@@ -43,7 +44,13 @@ def run_http(settings: Settings, target: DatabaseTarget) -> None:
     if processes == 1:
         from memvm.main import create_app  # only here: with several processes, this one never serves
 
-        uvicorn.run(create_app(settings, database=target), host=settings.host, port=settings.port, log_level=settings.log_level)
+        uvicorn.run(
+            create_app(settings, database=target),
+            host=settings.host,
+            port=settings.port,
+            log_level=settings.log_level,
+            http=capped_protocol(settings),
+        )
         return
     share_metrics()
     # uvicorn starts each process afresh (spawn): they read their settings from this environment.
@@ -54,6 +61,7 @@ def run_http(settings: Settings, target: DatabaseTarget) -> None:
             "MEMVM_PORT": str(settings.port),
             "MEMVM_INSECURE": str(settings.insecure).lower(),
             "MEMVM_EMBEDDING_WORKER": str(settings.embedding_worker).lower(),
+            "MEMVM_MIGRATE_ON_START": str(settings.migrate_on_start).lower(),
         }
     )
     uvicorn.run(
@@ -63,6 +71,7 @@ def run_http(settings: Settings, target: DatabaseTarget) -> None:
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,
+        http=capped_protocol(settings),
     )
 
 

@@ -14,9 +14,13 @@ import os
 import signal
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 from memvm.config import Settings
 from memvm.processes import end_with_parent
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 log = logging.getLogger("memvm.worker")
 
@@ -25,7 +29,8 @@ STOP_GRACE_SECONDS = 15.0
 
 
 async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
-    """Drain the queue until `stop` is set; the batch in progress is finished first."""
+    """Once the schema is migrated, drain the queue until `stop` is set; the batch in progress is
+    finished first."""
     # Imported here, in the worker process: `memvm serve` imports this module only to start that
     # process, and loading the database stack for it would delay the server's start by most of a second.
     from memvm.db.engine import build_engine, build_sessionmaker
@@ -36,13 +41,42 @@ async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event)
     embedders = EmbedderRegistry.from_settings(settings)
     # No in-process wakeup reaches another process: an idle worker polls the queue.
     worker = EmbeddingWorker(build_sessionmaker(engine), embedders, asyncio.Event(), poll_seconds=settings.embedding_poll_seconds)
-    worker.start()
     try:
-        await stop.wait()
+        if await _schema_migrated(engine, stop, settings.embedding_poll_seconds):
+            worker.start()
+            await stop.wait()
     finally:
         await worker.stop()
         await embedders.aclose()
         await engine.dispose()
+
+
+async def _schema_migrated(engine: "AsyncEngine", stop: asyncio.Event, poll_seconds: float) -> bool:
+    """Wait until the schema is at this code's revision (a worker may start before whatever migrates
+    a new database: the server, or `memvm db upgrade`); False if stopped first."""
+    from memvm.db.engine import database_unreachable
+    from memvm.db.migrate import migration_plan
+
+    said = False
+    while not stop.is_set():
+        try:
+            plan = await migration_plan(engine)
+        except Exception as error:
+            if not database_unreachable(error):
+                raise
+            state = "the database is unreachable"
+        else:
+            if plan.up_to_date:
+                if said:
+                    log.info("the database schema is at %s now; embedding", plan.target)
+                return True
+            state = f"it is at {plan.current or 'no revision yet'}, this worker needs {plan.target}"
+        if not said:
+            log.info("waiting for the database schema (%s); `memvm serve` or `memvm db upgrade` migrates it", state)
+            said = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), poll_seconds)
+    return False
 
 
 def serve_worker(database_url: str, settings: Settings) -> int:

@@ -110,8 +110,10 @@ async def test_v1_sdk_clients_get_relations_only_when_included(client):
         )
     ).json()
     plain = (await client.get(f"/v1/agents/{agent['id']}")).json()
+    with_blocks = (await client.get(f"/v1/agents/{agent['id']}", headers=sdk, params={"include": "agent.blocks"})).json()
 
     assert bare["blocks"] == [] and bare["tags"] == [] and bare["memory"]["blocks"] == []
+    assert with_blocks["tags"] == ["t"] and with_blocks["tools"] == []  # Letta loads the tags with the blocks
     assert [b["label"] for b in included["blocks"]] == ["human", "persona"] and included["tags"] == ["t"]
     assert len(plain["blocks"]) == 2 and plain["tags"] == ["t"]
 

@@ -107,3 +107,23 @@ async def _chunks(piece: bytes, count: int):
     """A body without Content-Length (chunked): the cap must stop it while it is read."""
     for _ in range(count):
         yield piece
+
+
+async def test_organization_names_and_key_labels_with_control_characters_are_a_422(server):
+    keys_before = (await server.get("/v1/admin/api-keys", headers=bearer(ADMIN_KEY))).json()
+    organizations_before = (await server.get("/v1/admin/organizations", headers=bearer(ADMIN_KEY))).json()
+
+    for organization in ("acme\x1b[2J", "ac\rme", "acme\nroot", "\u202eacme", " acme", "acme ", "a" * 101, "", "a/b"):
+        response = await server.post("/v1/admin/api-keys", json={"organization": organization}, headers=bearer(ADMIN_KEY))
+        assert response.status_code == 422, (organization, response.text)
+        assert response.json()["detail"].startswith("Invalid request: body.organization: "), response.text
+    for label in ("ci\r\nrevoked", "a\x1b[31m", "\t", "x" * 201):
+        body = {"organization": "acme", "name": label}
+        response = await server.post("/v1/admin/api-keys", json=body, headers=bearer(ADMIN_KEY))
+        assert response.status_code == 422, (label, response.text)
+        assert response.json()["detail"].startswith("Invalid request: body.name: "), response.text
+
+    assert (await server.get("/v1/admin/api-keys", headers=bearer(ADMIN_KEY))).json() == keys_before
+    assert (await server.get("/v1/admin/organizations", headers=bearer(ADMIN_KEY))).json() == organizations_before
+    for organization in ("Acme Corp", "société-1.io", "a_b", "x" * 100):
+        assert (await new_key(server, organization, name="CI runner #2 (ünïcode)"))["organization"] == organization

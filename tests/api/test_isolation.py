@@ -62,6 +62,7 @@ UNSCOPED = {
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
     ("POST", "/v1/tools/run"),  # runs the source it is given; reads and writes nothing stored
+    ("POST", "/v1/tools/search"),  # B's tools and the built-ins (tests/api/test_tool_search.py too)
     ("GET", "/v1/runs/"),
     ("GET", "/v1/steps/"),
     ("GET", "/v1/models/"),  # the provider's models, the default, and the handles of B's own agents

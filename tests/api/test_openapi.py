@@ -1,3 +1,5 @@
+import re
+
 # Every operation the routers in src/memvm/api/ define, written out so an added, removed or renamed route shows up here.
 EXPECTED_OPERATIONS = {
     # health.py
@@ -52,6 +54,7 @@ EXPECTED_OPERATIONS = {
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
     ("POST", "/v1/tools/run"),
+    ("POST", "/v1/tools/search"),
     ("PATCH", "/v1/tools/{tool_id}"),
     ("DELETE", "/v1/tools/{tool_id}"),
     ("GET", "/v1/tools/{tool_id}"),
@@ -175,3 +178,42 @@ async def test_error_answers_and_event_streams_are_documented_as_they_are_sent(c
     }
     stream = await client.post("/v1/runs/run-00000000-0000-4000-8000-000000000000/stream")
     assert stream.status_code == 404 and stream.headers["content-type"] == "application/json"
+
+
+async def test_the_document_declares_the_api_key_schemes_and_the_open_health_route(client):
+    spec = (await client.get("/openapi.json")).json()
+
+    schemes = spec["components"]["securitySchemes"]
+    assert schemes["bearer"] == {"type": "http", "scheme": "bearer", "description": schemes["bearer"]["description"]}
+    assert {key: schemes["bare_password"][key] for key in ("type", "in", "name")} == {
+        "type": "apiKey",
+        "in": "header",
+        "name": "X-BARE-PASSWORD",
+    }
+    assert spec["security"] == [{"bearer": []}, {"bare_password": []}]  # either one, on every operation…
+    operations = [(method, path, op) for path, methods in spec["paths"].items() for method, op in methods.items()]
+    own = {(method, path): op["security"] for method, path, op in operations if "security" in op}
+    assert own == {("get", "/v1/health/"): []}  # …but the health check, which needs none
+
+
+def _template(path: str) -> re.Pattern[str]:
+    """A documented path as the router matches it ({block_label} is a `:path` parameter: it may hold '/')."""
+    pattern = re.sub(r"\{(\w+)\}", lambda m: "(.+)" if m.group(1) == "block_label" else "([^/]+)", path)
+    return re.compile(f"^{pattern}$")
+
+
+async def test_a_405_allows_every_method_the_path_serves(client):
+    paths = (await client.get("/openapi.json")).json()["paths"]
+    templates = {_template(path): {method.upper() for method in methods} for path, methods in paths.items()}
+
+    for path in paths:
+        concrete = re.sub(r"\{\w+\}", "x1", path)
+        served = set().union(*(methods for template, methods in templates.items() if template.match(concrete)))
+        refused = next(method for method in ("PUT", "DELETE", "PATCH", "POST", "GET") if method not in served)
+
+        response = await client.request(refused, concrete)
+
+        allowed = ", ".join(sorted(served))
+        assert response.status_code == 405, (refused, concrete, response.status_code)
+        assert response.headers["allow"] == allowed, (refused, concrete)
+        assert response.json()["detail"] == f"{refused} is not allowed on {concrete}; it allows {allowed}."

@@ -123,3 +123,15 @@ async def test_no_key_reaches_the_log_even_at_debug_level(database_url: str, tmp
         if secret in log
     ]
     assert leaked == []
+
+
+def test_keys_create_refuses_names_with_control_characters(database_url: str) -> None:
+    env = child_env(MEMVM_DATABASE_URL=database_url)
+
+    bad_org = memvm(env, "keys", "create", "--org", "acme\x1b[2J")
+    bad_label = memvm(env, "keys", "create", "--org", "acme", "--name", "ci\r\nfake")
+    listed = memvm(env, "keys", "list")
+
+    assert bad_org.returncode == 2 and "argument --org: 'acme\\x1b[2J' is not an organization name" in bad_org.stderr
+    assert bad_label.returncode == 2 and "argument --name: 'ci\\r\\nfake' is not a key label" in bad_label.stderr
+    assert bad_org.stdout == bad_label.stdout == "" and listed.returncode == 0 and listed.stdout == ""

@@ -1,10 +1,8 @@
 """End-to-end: the real `memvm` process (console script), spoken to over loopback TCP."""
 
 import asyncio
-import contextlib
 import signal
 import subprocess
-import time
 import uuid
 from pathlib import Path
 
@@ -16,7 +14,7 @@ from alembic.script import ScriptDirectory
 from memvm import __version__
 from memvm.db.migrate import alembic_config
 from tests.support.pg import admin_execute, asyncpg_dsn, with_database
-from tests.support.serve import STOP_TIMEOUT, child_env, free_port, memvm_command, serve
+from tests.support.serve import STOP_TIMEOUT, assert_postgres_stopped, child_env, free_port, memvm_command, postmaster_pid, serve
 
 CLI_TIMEOUT = 60.0
 
@@ -90,21 +88,6 @@ def test_serve_with_database_url_logs_it_first_and_serves(database_url: str, tmp
         assert served.interrupt() == 0, served.log()
     # The lifespan shut down cleanly (no traceback on the way out).
     assert "Traceback" not in served.log(), served.log()
-
-
-def postmaster_pid(pg_dir: Path) -> int:
-    return int((pg_dir / "postmaster.pid").read_text().splitlines()[0])
-
-
-def assert_postgres_stopped(pg_dir: Path, postmaster: psutil.Process, log: str) -> None:
-    deadline = time.monotonic() + 5.0
-    while (pg_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not (pg_dir / "postmaster.pid").exists(), f"embedded PostgreSQL left running; memvm log:\n{log}"
-    with contextlib.suppress(psutil.TimeoutExpired):
-        postmaster.wait(timeout=max(0.1, deadline - time.monotonic()))
-    # is_running() also compares the creation time, so a reused pid does not count.
-    assert not postmaster.is_running(), f"postmaster pid {postmaster.pid} still running; memvm log:\n{log}"
 
 
 def test_serve_embedded_default_starts_stops_and_reuses_data(tmp_path: Path) -> None:

@@ -236,3 +236,20 @@ async def test_injection_looking_text_is_stored_and_returned_verbatim(client, db
     assert f"- chars_current={len(PROMPT_INJECTION)}" in prompt
     assert prompt.count("<memory_blocks>") == 1 and re.search(r"</memory_blocks>\s*\n\n<memory_metadata>", prompt)
     assert json.dumps(prompt)  # one string, whole
+
+
+async def test_if_match_takes_ascii_digits_only_and_anything_else_is_a_400(client, db):
+    block = await create_block(client, value="v1")
+    before = await table_counts(db)
+
+    # Headers arrive as Latin-1: byte 0xb2 is "²", which str.isdigit() accepts and int() does not.
+    for tag in (b'"\xb2"', b"\xb9\xb3", b'W/"1\xb2"', b'"' + b"9" * 5000 + b'"', b'"2147483648"', b'"-1"', b'"+1"', b'" 1"'):
+        for request in (
+            client.patch(f"/v1/blocks/{block['id']}", json={"value": "x"}, headers={"If-Match": tag}),
+            client.post(f"/v1/blocks/{block['id']}/undo", headers={"If-Match": tag}),
+        ):
+            response = await within_deadline(request)
+            assert response.status_code == 400, (tag[:20], response.status_code, response.text)
+            assert_clear_4xx(response, "If-Match must be a block version")
+    assert await table_counts(db) == before
+    assert (await client.get(f"/v1/blocks/{block['id']}")).json()["value"] == "v1"

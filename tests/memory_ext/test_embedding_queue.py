@@ -5,7 +5,7 @@ import asyncio
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.ids import new_id
-from memvm.search.embedding_queue import embed_pending_messages
+from memvm.search.embedding_queue import embed_pending
 from tests.support.api import app_client, create_agent
 
 
@@ -33,8 +33,8 @@ async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionma
     await add_agent_with_messages(db, 40)
     registry = EmbedderRegistry()
 
-    claimed = await asyncio.gather(*(embed_pending_messages(sessionmaker, registry, batch_size=8) for _ in range(6)))
-    while more := await embed_pending_messages(sessionmaker, registry, batch_size=8):
+    claimed = await asyncio.gather(*(embed_pending(sessionmaker, registry, batch_size=8) for _ in range(6)))
+    while more := await embed_pending(sessionmaker, registry, batch_size=8):
         claimed.append(more)
 
     assert sum(claimed) == 40  # SKIP LOCKED: no row was claimed twice
@@ -50,7 +50,7 @@ async def test_a_stale_claim_is_taken_over_but_a_fresh_one_is_not(db, sessionmak
     )
     await db.execute("UPDATE message SET embed_claimed_at = now(), embed_attempts = 1 WHERE id = (SELECT max(id) FROM message)")
 
-    claimed = await embed_pending_messages(sessionmaker, EmbedderRegistry())
+    claimed = await embed_pending(sessionmaker, EmbedderRegistry())
 
     assert claimed == 1
     assert await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL") == 1
@@ -60,7 +60,7 @@ async def test_rows_failing_too_often_leave_the_queue(db, sessionmaker):
     await add_agent_with_messages(db, 1)
     await db.execute("UPDATE message SET embed_attempts = 5")
 
-    assert await embed_pending_messages(sessionmaker, EmbedderRegistry()) == 0
+    assert await embed_pending(sessionmaker, EmbedderRegistry()) == 0
 
 
 async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismatched_archives(settings, llm, db):

@@ -5,8 +5,6 @@ PIP_FIND_LINKS pass through to it), so the test needs no network."""
 import asyncio
 import base64
 import hashlib
-import os
-import tempfile
 import zipfile
 from pathlib import Path
 
@@ -43,10 +41,11 @@ def build_wheel(folder: Path) -> None:
 
 
 @pytest.fixture
-async def client(settings: Settings, monkeypatch):
-    """Directories the sandbox's own uid can enter (pytest's temp tree is private to root)."""
-    root = Path(tempfile.mkdtemp(prefix="memvm-venvs-"))
-    os.chmod(root, 0o755)
+async def client(settings: Settings, tmp_path: Path, monkeypatch):
+    """A data dir under a directory only its owner may enter, as root's home is: the venvs built
+    there still run, each call as its own uid."""
+    root = tmp_path / "root-only"
+    root.mkdir(mode=0o700)
     (root / "wheels").mkdir()
     build_wheel(root / "wheels")
     monkeypatch.setenv("PIP_NO_INDEX", "1")

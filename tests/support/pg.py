@@ -49,13 +49,22 @@ class PgProxy:
         self.url = make_url(with_database(server_url, database)).update_query_dict({"host": self._dir}).render_as_string(False)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
+        self._held_closes: asyncio.Event | None = None
 
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._relay, self._socket)
 
+    def hold_server_closes(self) -> None:
+        """From now on a connection the server closes stays open towards the client, which gets what the
+        server sent before closing (a FATAL error) but not the close, until stop(): the moment between
+        the two, held open."""
+        self._held_closes = asyncio.Event()
+
     async def stop(self) -> None:
         """Refuse new connections (the socket is removed) and cut the open ones."""
         assert self._server is not None
+        if self._held_closes is not None:
+            self._held_closes.set()
         self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
@@ -75,6 +84,8 @@ class PgProxy:
             except ConnectionError:
                 pass
             finally:
+                if writer is client_writer and self._held_closes is not None:
+                    await self._held_closes.wait()
                 writer.transport.abort()
 
         try:

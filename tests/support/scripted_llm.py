@@ -9,19 +9,27 @@ so a client that times out or drops a stream never leaves a half-used socket beh
         llm.reply("hello").reply(tool_calls=[("send_message", {"message": "hi"})])
         ...  # point a client at llm.base_url
         assert llm.requests[0]["messages"][0]["role"] == "system"
+
+It also serves POST /v1/embeddings with deterministic bag-of-words vectors (texts sharing words point
+the same way), so archives of remote embedding models (openai/text-embedding-3-small) work in tests.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
 MODEL_ID = "scripted-model"
+# Vector sizes of the embedding models it serves when the request names no `dimensions`.
+EMBEDDING_DIMS = {"text-embedding-3-small": 1536, "text-embedding-ada-002": 1536, "text-embedding-3-large": 3072}
 
 
 @dataclass(frozen=True)
@@ -67,6 +75,8 @@ class ScriptedLLM:
     def __init__(self) -> None:
         self.requests: list[dict] = []  # every POST /v1/chat/completions body, JSON-decoded, in order
         self.request_headers: list[dict[str, str]] = []  # their headers (lower-cased names)
+        self.embedding_requests: list[dict] = []  # every POST /v1/embeddings body, in order
+        self.embeddings_down: set[str] = set()  # models whose embeddings answer 503 (an endpoint that is down)
         self._script: list[_Reply | _Failure | _Hang | _Malformed] = []
         self._default: _Reply | None = None
         self._responder: Callable[[dict], dict[str, Any]] | None = None
@@ -174,6 +184,10 @@ class ScriptedLLM:
             self.requests.append(body)
             self.request_headers.append(request.headers)
             await self._answer_chat(body, writer)
+        elif request.method == "POST" and path == "/v1/embeddings":
+            body = json.loads(request.body or b"{}")
+            self.embedding_requests.append(body)
+            await self._answer_embeddings(body, writer)
         else:
             await _send_json(writer, 404, _error_body(404, f"{request.method} {path} is not scripted", None))
 
@@ -195,6 +209,17 @@ class ScriptedLLM:
             await _send_sse(writer, _chunks(completion, include_usage), step.drop_after)
         else:
             await _send_json(writer, 200, completion)
+
+    async def _answer_embeddings(self, body: dict, writer: asyncio.StreamWriter) -> None:
+        model = body.get("model", "")
+        if model in self.embeddings_down:
+            await _send_json(writer, 503, _error_body(503, f"ScriptedLLM: embeddings of {model!r} are down", None))
+            return
+        texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
+        dim = body.get("dimensions") or EMBEDDING_DIMS[model]
+        data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t, dim)} for i, t in enumerate(texts)]
+        usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+        await _send_json(writer, 200, {"object": "list", "data": data, "model": model, "usage": usage})
 
     def _completion(self, body: dict, step: _Reply) -> dict:
         message: dict[str, Any] = {"role": "assistant", "content": step.content}
@@ -218,6 +243,16 @@ class ScriptedLLM:
 
 
 # ---------------------------------------------------------------- wire helpers
+
+
+def bag_of_words(text: str, dim: int) -> list[float]:
+    """A unit vector with one component per distinct word (hashed into `dim` slots); an empty text
+    gets the first axis, so no vector is zero."""
+    vector = [0.0] * dim
+    for word in set(re.findall(r"\w+", text.lower())):
+        vector[int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "big") % dim] += 1.0
+    norm = math.sqrt(sum(x * x for x in vector))
+    return [x / norm for x in vector] if norm else [1.0] + [0.0] * (dim - 1)
 
 
 def _make_reply(

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from memvm import __version__
@@ -124,3 +125,18 @@ def serve(log_path: Path, env: dict[str, str], *args: str, port: int) -> Iterato
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait(timeout=STOP_TIMEOUT)
+
+
+def postmaster_pid(pg_dir: Path) -> int:
+    return int((pg_dir / "postmaster.pid").read_text().splitlines()[0])
+
+
+def assert_postgres_stopped(pg_dir: Path, postmaster: psutil.Process, log: str) -> None:
+    deadline = time.monotonic() + 5.0
+    while (pg_dir / "postmaster.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not (pg_dir / "postmaster.pid").exists(), f"embedded PostgreSQL left running; memvm log:\n{log}"
+    with contextlib.suppress(psutil.TimeoutExpired):
+        postmaster.wait(timeout=max(0.1, deadline - time.monotonic()))
+    # is_running() also compares the creation time, so a reused pid does not count.
+    assert not postmaster.is_running(), f"postmaster pid {postmaster.pid} still running; memvm log:\n{log}"

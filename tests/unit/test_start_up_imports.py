@@ -25,6 +25,12 @@ def test_the_supervisor_starts_its_processes_without_the_database_stack() -> Non
     assert modules_loaded_by(statement, ("sqlalchemy", "fastapi", "asyncpg", *DEFERRED_IMPORTS)) == []
 
 
+def test_the_supervisor_checks_before_listening_without_the_web_stack() -> None:
+    """It does load the database stack to check the database before anything listens (memvm.preflight),
+    but neither the web framework nor the deferred modules: the HTTP processes load those."""
+    assert modules_loaded_by("import memvm.preflight", ("fastapi", "starlette", *DEFERRED_IMPORTS)) == []
+
+
 def test_the_background_thread_imports_every_deferred_module() -> None:
     statement = "import memvm.processes as processes\nprocesses.import_deferred_in_background().join(timeout=60)"
 

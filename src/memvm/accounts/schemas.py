@@ -1,15 +1,23 @@
 """Shapes of the admin API."""
 
 from datetime import datetime
+from typing import Annotated
 
-from pydantic import BaseModel, Field
+from pydantic import AfterValidator, BaseModel, Field
 
+from memvm.accounts.names import MAX_KEY_LABEL, MAX_ORGANIZATION_NAME, check_key_label, check_organization_name
 from memvm.orm import ApiKey, Organization
 
 
 class ApiKeyCreate(BaseModel):
-    organization: str = Field(min_length=1, max_length=100, description="Organization name; created on first use.")
-    name: str = Field("", max_length=200, description="A label to recognise the key by.")
+    organization: Annotated[str, AfterValidator(check_organization_name)] = Field(
+        min_length=1,
+        max_length=MAX_ORGANIZATION_NAME,
+        description="Organization name (letters, digits, '_', '.', '-', inner spaces); created on first use.",
+    )
+    name: Annotated[str, AfterValidator(check_key_label)] = Field(
+        "", max_length=MAX_KEY_LABEL, description="A label to recognise the key by (printable)."
+    )
 
 
 class ApiKeyRead(BaseModel):

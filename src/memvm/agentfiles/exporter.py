@@ -104,6 +104,7 @@ def _agent(
         "secrets": dict.fromkeys(sorted(agent.tool_secrets), ""),
         "memory_render_mode": agent.memory_render_mode,
         "memvm_llm_config": agent.llm_config,
+        "memvm_embedding_config": agent.embedding_config,
         "archive_ids": [f"archive-{index}" for index in range(len(attached))],
     }
 

@@ -3,8 +3,9 @@
 each other). Read leniently: unknown fields are ignored and absent ones take Letta's defaults.
 
 memvm writes the same shape, plus a few fields a Letta reader ignores: an agent's
-`memory_render_mode`, `archive_ids` and `memvm_llm_config`, a block's `version`, a message's
-`memvm_kind`, and the top-level `archives` (archival passages, when an export asks for them).
+`memory_render_mode`, `archive_ids`, `memvm_llm_config` and `memvm_embedding_config`, a block's
+`version`, a message's `memvm_kind`, and the top-level `archives` (archival passages, when an
+export asks for them).
 """
 
 from datetime import datetime
@@ -101,6 +102,7 @@ class FileAgent(_Lenient):
     memory_render_mode: str | None = None
     archive_ids: list[str] = Field(default_factory=list)
     memvm_llm_config: dict[str, Any] | None = None  # the agent's own (Letta's llm_config is derived when absent)
+    memvm_embedding_config: dict[str, Any] | None = None  # the agent's own, as stored (likewise)
     # Not a file field: the reader puts the number of messages here (they are streamed, not held).
     messages: int = 0
 

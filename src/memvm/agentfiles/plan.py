@@ -220,10 +220,10 @@ def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) ->
         "metadata": agent.metadata or {},
         "timezone": agent.timezone,
         **_model_fields(plan, agent, options),
-        "embedding": _embedding(plan, agent, options),
+        **_embedding_fields(plan, agent, options),
         "memory_render_mode": agent.memory_render_mode,
         "message_buffer_autoclear": bool(agent.message_buffer_autoclear),
-        "secrets": options.secrets if options.secrets is not None else _variables(agent),
+        "secrets": _variables(agent) | (options.secrets or {}),
         "include_base_tools": False,
         "tool_ids": [],
         "block_ids": [],
@@ -252,23 +252,26 @@ def _handle_of(llm: dict[str, Any]) -> str | None:
     return f"{provider}/{model}" if provider and model else None
 
 
-def _embedding(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> str | None:
+def _embedding_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> dict[str, Any]:
     """Letta's vectors are not in the file, so any model can embed the history again. A file from
-    memvm keeps its model; a Letta model that this server may not reach becomes the server's default."""
+    memvm keeps its model and embedding_config; a Letta model that this server may not reach becomes
+    the server's default (and Letta's config, which describes that model, is not kept)."""
     if options.embedding:
-        return options.embedding
+        return {"embedding": options.embedding, "embedding_config": None}
     if plan.file.written_by_memvm:
-        return agent.embedding
+        return {"embedding": agent.embedding, "embedding_config": agent.memvm_embedding_config}
     named = agent.embedding or (agent.embedding_config or {}).get("handle")
     if named and named.lower() != DEFAULT_EMBEDDING_HANDLE.lower():
         plan.notes.append(
             f"agent {agent.id}: embedding {named!r} replaced by the server's default {DEFAULT_EMBEDDING_HANDLE!r} "
             "(the history is embedded again); import with `embedding` to choose another."
         )
-    return None
+    return {"embedding": None, "embedding_config": None}
 
 
 def _variables(agent: FileAgent) -> dict[str, str]:
+    """The tool variables the file names. Their values are blank in an export (Letta's and memvm's
+    alike); the import's `secrets` fill them in, as Letta's `env_vars_json` does."""
     given = agent.secrets or agent.tool_exec_environment_variables or {}
     if isinstance(given, list):
         return {str(item.get("key")): str(item.get("value") or "") for item in given if item.get("key")}

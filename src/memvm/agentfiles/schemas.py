@@ -16,7 +16,7 @@ class ImportOptions:
     model: str | None = None  # a model handle for every imported agent
     embedding: str | None = None  # an embedding handle for every imported agent
     strip_messages: bool = False
-    secrets: dict[str, str] | None = None  # tool variables, replacing the file's
+    secrets: dict[str, str] | None = None  # values for the tool variables the file names (blank there); others are added
     override_existing_tools: bool = False  # replace the source of same-named custom tools
     truncate_blocks: bool = False  # cut over-limit block values to their limit instead of refusing
     skip_unpaired_messages: bool = False  # drop unanswered tool calls and orphaned returns instead of refusing

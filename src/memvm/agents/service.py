@@ -354,7 +354,8 @@ async def describe(
     blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
     tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
-    show_tags = include is None or "agent.tags" in include
+    # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
+    show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
     show_secrets = include is None or "agent.secrets" in include
     last_runs = {} if new else await runs.latest_runs(session, [agent.id for agent in agents])
     return [

@@ -23,6 +23,7 @@ from memvm.db.pagination import PageRequest
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.ids import id_pattern
 from memvm.runtime import archival
+from memvm.search.archival import MergedHit
 
 router = APIRouter(tags=["archival memory"])
 ArchiveId = Annotated[str, Path(pattern=id_pattern("archive"), description="archive-<uuid4>")]
@@ -131,9 +132,33 @@ class PassageSearch(BaseModel):
     end_date: str | None = None
 
 
-@router.post("/v1/passages/search", response_model=list[PassageSearchResult])
-async def search_all_passages(body: PassageSearch, request: Request, caller: CallerDep) -> list[PassageSearchResult]:
-    """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive."""
+UNSEARCHED_HEADER = "x-memvm-unsearched-archives"
+_SEARCH_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "Hits ordered by `metadata.rrf_score` (see the operation's description).",
+        "headers": {
+            UNSEARCHED_HEADER: {
+                "description": "Comma-separated ids of archives in scope that were not searched because their "
+                "embedding model could not embed the query (unknown, unreachable, or of another size); "
+                "absent when every archive was searched.",
+                "schema": {"type": "string"},
+            }
+        },
+    }
+}
+
+
+@router.post("/v1/passages/search", response_model=list[PassageSearchResult], responses=_SEARCH_ANSWER)
+async def search_all_passages(
+    body: PassageSearch, request: Request, response: Response, caller: CallerDep
+) -> list[PassageSearchResult]:
+    """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive of the
+    organization, whatever embedding model each uses: the query is embedded once per model and each
+    model ranks its own passages. `score` is the cosine similarity under the passage's own model (1 without
+    a query), comparable only between hits of the same `metadata.embedding_model`; the list is ordered by
+    `metadata.rrf_score`, the reciprocal-rank fusion of the models' rankings (`metadata.model_rank`).
+    Without a query: the newest matching passages. Archives whose model is unavailable are named in the
+    `x-memvm-unsearched-archives` header."""
     filters = SearchFilters(
         query=body.query or "",
         tags=body.tags,
@@ -142,10 +167,22 @@ async def search_all_passages(body: PassageSearch, request: Request, caller: Cal
         start_datetime=body.start_date,
         end_datetime=body.end_date,
     )
-    hits = await archival.search_anywhere(
+    found = await archival.search_anywhere(
         request.app.state.runtime, caller, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
     )
-    return [PassageSearchResult(passage=PassageRead.of(h.passage), score=round(h.relevance, 6), metadata={}) for h in hits]
+    if found.unsearched:
+        response.headers[UNSEARCHED_HEADER] = ", ".join(found.unsearched)
+    return [
+        PassageSearchResult(passage=PassageRead.of(h.hit.passage), score=round(h.hit.relevance, 6), metadata=_ranking(h))
+        for h in found.hits
+    ]
+
+
+def _ranking(merged: MergedHit) -> dict[str, Any]:
+    ranking: dict[str, Any] = {"embedding_model": merged.hit.passage.embedding_model}
+    if merged.rrf_score is not None:
+        ranking |= {"model_rank": merged.model_rank, "rrf_score": round(merged.rrf_score, 6)}
+    return ranking
 
 
 @router.post("/v1/archives/", response_model=ArchiveRead)

@@ -4,8 +4,6 @@ use the admin API; an organization's key acts in its organization. With no admin
 the database, the server is in local mode: every request acts in the default organization."""
 
 import hmac
-import ipaddress
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Annotated
@@ -16,7 +14,6 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memvm.accounts import service as accounts
 from memvm.accounts.key_cache import KeyCache
 from memvm.actors import ADMIN_CALLER, LOCAL_CALLER, Caller
-from memvm.config import Settings
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.errors import Forbidden, Unauthenticated
@@ -99,38 +96,3 @@ async def require_admin(caller: Annotated[Caller, Depends(authenticate)]) -> Cal
 
 CallerDep = Annotated[Caller, Depends(authenticate)]
 AdminDep = Annotated[Caller, Depends(require_admin)]
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-async def check_exposure(settings: Settings, gate: Gate) -> tuple[int, str]:
-    """Refuse to serve an unauthenticated server beyond this machine; the log level and line that
-    say which mode is on."""
-    if await gate.keys_required():
-        return logging.INFO, "authentication on: every route but /v1/health/ needs an API key"
-    if is_loopback(settings.host):
-        return logging.INFO, (
-            "authentication off (local mode): no admin key and no API keys; every request acts in the default organization"
-        )
-    if not settings.insecure:
-        raise ExposureRefused(
-            f"Refusing to listen on {settings.host} without authentication: anyone who reaches it could read and "
-            "rewrite every agent's memory. Set MEMVM_ADMIN_API_KEY (e.g. to the output of "
-            "`python3 -c 'import secrets; print(secrets.token_urlsafe(32))'`), or create a key with "
-            "`memvm keys create --org NAME`, or pass --insecure (MEMVM_INSECURE=true) if you really mean it."
-        )
-    return logging.WARNING, (
-        f"authentication OFF on a non-loopback address ({settings.host}) because of --insecure: "
-        "anyone who can reach it has full access"
-    )
-
-
-class ExposureRefused(RuntimeError):
-    """The server would be reachable beyond this machine without authentication."""

@@ -3,6 +3,7 @@
 Every dependency is `async def`, even when it awaits nothing: FastAPI runs a plain `def` one in a
 worker thread, and that hop was a tenth of a block read's server time."""
 
+import re
 from collections.abc import Awaitable, Callable
 from contextlib import AbstractAsyncContextManager
 from functools import partial
@@ -39,11 +40,15 @@ AgentId = Annotated[str, Path(pattern=id_pattern("agent"), description="agent-<u
 BlockId = Annotated[str, Path(pattern=id_pattern("block"), description="block-<uuid4>")]
 
 
+# ASCII digits only: str.isdigit() also accepts "²" or "٣", which int() then refuses.
+_VERSION = re.compile(r"[0-9]{1,10}")
+
+
 async def _if_match(if_match: Annotated[str | None, Header(description='Expected block version, e.g. "3"')] = None) -> int | None:
     if if_match is None or if_match.strip() == "*":
         return None
     token = if_match.strip().removeprefix("W/").strip('"')
-    if not token.isdigit():
+    if _VERSION.fullmatch(token) is None or int(token) > MAX_VERSION:
         raise InvalidInput(f'If-Match must be a block version or the ETag this server sent, e.g. "3" (got {if_match!r}).')
     return int(token)
 

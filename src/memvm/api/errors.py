@@ -8,9 +8,11 @@ from fastapi import FastAPI, Request
 from fastapi.exception_handlers import http_exception_handler
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from memvm.api.storable import MAX_JSON_DEPTH
 from memvm.errors import (
@@ -121,7 +123,18 @@ async def _http_error(request: Request, error: HTTPException) -> Response:
         byte = cause.object[cause.start]
         detail = f"The request body is not valid UTF-8 (byte {byte:#04x} at position {cause.start}); send JSON in UTF-8."
         return JSONResponse({"detail": detail}, status_code=400, headers=_NO_RETRY)
+    if error.status_code == 405:
+        return _method_not_allowed(request)
     return await http_exception_handler(request, error)
+
+
+def _method_not_allowed(request: Request) -> JSONResponse:
+    """Starlette's 405 allows the methods of the first route whose path matched; a path several
+    routes serve (GET and POST /v1/agents/) allows the methods of them all."""
+    matching = (route for route in iter_route_contexts(request.app.routes) if route.matches(dict(request.scope))[0] != Match.NONE)
+    allowed = ", ".join(sorted({method for route in matching for method in route.methods or ()}))
+    detail = f"{request.method} is not allowed on {request.url.path}; it allows {allowed}."
+    return JSONResponse({"detail": detail}, status_code=405, headers={"allow": allowed, **_NO_RETRY})
 
 
 async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:

@@ -9,6 +9,8 @@ from pydantic import BaseModel, ConfigDict
 from memvm.archives.schemas import PassageRead
 from memvm.ids import new_id
 from memvm.sandbox.calls import ToolRunResult
+from memvm.search.tools import ToolHit
+from memvm.tools.schemas import ToolRead
 
 
 class Deleted(BaseModel):
@@ -132,3 +134,25 @@ class RankedMessageSearchResult(BaseModel):
     fts_rank: int | None
     vector_rank: int | None
     rrf_score: float
+
+
+class ToolSearchResult(BaseModel):
+    """One tool found by POST /v1/tools/search: its ranks in the full-text and vector lists (None
+    where absent) and the fused score (0 when listed without a query)."""
+
+    tool: ToolRead
+    embedded_text: str | None
+    fts_rank: int | None
+    vector_rank: int | None
+    combined_score: float
+
+    @classmethod
+    def of(cls, hit: ToolHit) -> "ToolSearchResult":
+        score = hit.score
+        return cls(
+            tool=ToolRead.of(hit.tool),
+            embedded_text=hit.tool.search_text,
+            fts_rank=score.fts_rank if score else None,
+            vector_rank=score.vector_rank if score else None,
+            combined_score=score.rrf_score if score else 0.0,
+        )

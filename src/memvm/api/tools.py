@@ -1,15 +1,17 @@
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, TransactionDep, page_params
-from memvm.api.schemas import ToolRunResponse
+from memvm.api.schemas import ToolRunResponse, ToolSearchResult
 from memvm.db.pagination import PageRequest, page_of
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
+from memvm.runtime.tool_search import find_tools
 from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
 from memvm.tools.schemas import ToolCreate, ToolRead, ToolRunRequest, ToolUpdate
@@ -87,6 +89,35 @@ async def run_tool_source(body: ToolRunRequest, request: Request) -> ToolRunResp
     return ToolRunResponse.of(result)
 
 
+class ToolSearch(BaseModel):
+    """The SDK's ToolSearchParams; a field it does not have is refused rather than ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str | None = Field(None, description="What to look for; none lists the matching tools newest first.")
+    search_mode: Literal["hybrid", "vector", "fts"] = "hybrid"
+    tool_types: list[str] | None = Field(None, description="Only tools of these types (e.g. 'custom', 'letta_core').")
+    tags: list[str] | None = Field(None, description="Only tools with any of these tags.")
+    limit: int = Field(50, ge=1, le=100)
+
+
+@router.post("/v1/tools/search", response_model=list[ToolSearchResult])
+async def search_tools(body: ToolSearch, request: Request, caller: CallerDep) -> list[ToolSearchResult]:
+    """Search your organization's tools and the built-ins by name, description, parameters, tags and
+    source: hybrid (full text and meaning, fused by reciprocal rank) by default; best match first. A
+    tool is found by meaning once the embedding worker has embedded it, shortly after it was saved."""
+    hits = await find_tools(
+        request.app.state.runtime,
+        caller,
+        query=body.query or "",
+        mode=body.search_mode,
+        tool_types=body.tool_types or (),
+        tags=body.tags or (),
+        limit=body.limit,
+    )
+    return [ToolSearchResult.of(hit) for hit in hits]
+
+
 @router.patch("/v1/tools/{tool_id}", response_model=ToolRead)
 async def update_tool(tool_id: ToolId, body: ToolUpdate, request: Request, tx: TransactionDep) -> ToolRead:
     """Change a custom tool; new source re-derives its name and schema. Built-in tools are read-only (403)."""
@@ -96,7 +127,9 @@ async def update_tool(tool_id: ToolId, body: ToolUpdate, request: Request, tx: T
 
 
 def _preparing(request: Request, tool: ToolRead) -> ToolRead:
-    """Start building the tool's requirements venv (after the commit), so its first call need not wait."""
+    """After the commit: wake the embedding worker (a changed tool waits for its search vector) and
+    start building the tool's requirements venv, so its first call need not wait."""
+    request.app.state.runtime.embedding_wakeup.set()
     if tool.pip_requirements:
         request.app.state.runtime.sandbox.prepare(pip_specifiers(tool.pip_requirements))
     return tool

@@ -1,11 +1,11 @@
 """Which PostgreSQL memvm talks to: the configured URL, or the embedded server."""
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from memvm.config import Settings
 from memvm.db.embedded import start_embedded_postgres
+from memvm.db.postmaster import serving_pid
 
 
 @dataclass(frozen=True)
@@ -24,18 +24,8 @@ def resolve_database(settings: Settings) -> DatabaseTarget:
 
 def embedded_server_pid(pg_dir: Path) -> int | None:
     """The pid of a PostgreSQL server running on this data directory, if one is (a stale pid file
-    left by a crash does not count)."""
-    try:
-        pid = int((pg_dir / "postmaster.pid").read_text().split("\n", 1)[0])
-    except (OSError, ValueError):
-        return None
-    try:
-        os.kill(pid, 0)
-    except PermissionError:
-        return pid  # alive, owned by another user (the embedded server's own)
-    except OSError:
-        return None
-    return pid
+    left by a crash, or one naming a zombie, does not count)."""
+    return serving_pid(pg_dir)
 
 
 def resolve_database_url(settings: Settings) -> str:

@@ -1,5 +1,6 @@
 """Engine and session factory, built from Settings by the app lifespan or the CLI."""
 
+import asyncio
 import time
 from typing import Any
 
@@ -32,6 +33,7 @@ def build_engine(url: str, settings: Settings) -> AsyncEngine:
         connect_args={"server_settings": SESSION_SETTINGS},
     )
     report_unreachable_as_disconnect(engine)
+    refuse_connections_the_server_ended(engine)
     ping_idle_connections(engine, settings.db_idle_ping_seconds)
     return engine
 
@@ -69,6 +71,62 @@ def report_unreachable_as_disconnect(engine: AsyncEngine) -> None:
 def database_unreachable(error: BaseException) -> bool:
     """Whether `error` is the database going away (see report_unreachable_as_disconnect): worth a retry."""
     return isinstance(error, DBAPIError) and error.connection_invalidated
+
+
+class _PooledWatch(asyncio.Protocol):
+    """Stands between an asyncpg connection's transport and its protocol, passing everything on, and
+    notes whether the server said anything while the connection sat in the pool. An idle session is
+    only spoken to when the server ends it: a FATAL error (shutdown, pg_terminate_backend, an idle
+    timeout), then the close. asyncpg takes a FATAL that answers no query for the start of an
+    operation, so until the close arrives the connection looks open, and its next statement fails
+    with "another operation (2) is in progress"."""
+
+    def __init__(self, inner: asyncio.Protocol) -> None:
+        self._inner = inner
+        self.pooled = False
+        self.spoken_to = False
+
+    def data_received(self, data: bytes) -> None:
+        self.spoken_to = self.spoken_to or self.pooled
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+def refuse_connections_the_server_ended(engine: AsyncEngine) -> None:
+    """A pooled connection the server has ended is replaced when it is checked out, with no round
+    trip: its close has arrived, or anything else has (a FATAL error before its close). Without this
+    the request that drew it failed with 503 although the database was up (terminated backends, idle
+    timeouts) or, during a shutdown, with asyncpg's misleading "another operation is in progress"."""
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def watch(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        # asyncpg offers no hook for what arrives between queries; its transport takes another protocol.
+        transport = dbapi_connection.driver_connection._transport
+        record.info["watch"] = _PooledWatch(transport.get_protocol())
+        transport.set_protocol(record.info["watch"])
+
+    @event.listens_for(engine.sync_engine, "checkin")
+    def pooled(dbapi_connection: Any, record: ConnectionPoolEntry) -> None:
+        if "watch" in record.info:
+            record.info["watch"].pooled = True
+
+    @event.listens_for(engine.sync_engine, "checkout")
+    def refuse_if_ended(dbapi_connection: Any, record: ConnectionPoolEntry, proxy: PoolProxiedConnection) -> None:
+        watch = record.info["watch"]
+        if watch.spoken_to or dbapi_connection.driver_connection.is_closed():
+            raise DisconnectionError("the server ended this pooled connection")
+        watch.pooled = False
 
 
 def ping_idle_connections(engine: AsyncEngine, idle_seconds: float) -> None:
@@ -109,5 +167,6 @@ def build_turn_lock_engine(url: str, settings: Settings) -> AsyncEngine:
     hands the connection back, and discards a connection it could not release."""
     engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=-1, isolation_level="AUTOCOMMIT")
     report_unreachable_as_disconnect(engine)
+    refuse_connections_the_server_ended(engine)
     ping_idle_connections(engine, settings.db_idle_ping_seconds)
     return engine

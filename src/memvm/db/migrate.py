@@ -1,5 +1,6 @@
 """Alembic migrations run programmatically on an open connection (the schema's only source)."""
 
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -9,6 +10,8 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Connection, text
 from sqlalchemy.ext.asyncio import AsyncEngine
+
+log = logging.getLogger("memvm")
 
 # src/memvm/db/migrate.py → repository root; the project is installed in place (pip install -e).
 MIGRATIONS_DIR = Path(__file__).resolve().parents[3] / "migrations"
@@ -58,6 +61,10 @@ async def migration_plan(engine: AsyncEngine) -> MigrationPlan:
 
 
 async def upgrade_to_head(engine: AsyncEngine) -> MigrationPlan:
-    """Upgrade to head in one transaction; returns the plan that was carried out."""
+    """Upgrade to head in one transaction (logged when there was anything to do); returns the plan
+    that was carried out."""
     async with engine.begin() as connection:
-        return await connection.run_sync(_upgrade)
+        plan = await connection.run_sync(_upgrade)
+    if not plan.up_to_date:
+        log.info("database migrated %s → %s", plan.current or "empty", plan.target)
+    return plan

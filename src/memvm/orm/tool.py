@@ -1,12 +1,18 @@
 """Tools known to the server and the tools attached to each agent."""
 
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, Identity, Index, Integer, String, Text, text
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from pgvector.sqlalchemy import Vector
+from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, text
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, SharedOrTenantOwned, TenantOwned, Timestamps
+from memvm.orm.vector_index import hnsw_indexes
+
+# Tools whose search text has no vector yet (a new tool, or one whose text changed).
+EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND embed_attempts < 5"
 
 
 class Tool(SharedOrTenantOwned, Timestamps, Base):
@@ -24,6 +30,9 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
             unique=True,
             postgresql_where=text("organization_id IS NOT NULL"),
         ),
+        Index("ix_tool_fts", "fts", postgresql_using="gin"),
+        Index("ix_tool_embedding_queue", "updated_at", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
+        *hnsw_indexes("tool"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -40,6 +49,23 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
     default_requires_approval: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     enable_parallel_execution: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, server_default=text("'{}'::jsonb"))
+    # What search reads and embeds of the tool (tools/searchable.py); the full text adds the source.
+    search_text: Mapped[str] = mapped_column(Text, server_default=text("''"))
+    fts: Mapped[Any] = mapped_column(
+        TSVECTOR,
+        Computed(
+            "setweight(to_tsvector('english', name), 'A') || setweight(to_tsvector('english', search_text), 'B')"
+            " || setweight(to_tsvector('english', coalesce(source_code, '')), 'D')",
+            persisted=True,
+        ),
+        deferred=True,
+    )
+    # Filled after commit by the embedding queue, and emptied when search_text changes.
+    embedding: Mapped[list[float] | None] = mapped_column(Vector(), deferred=True)
+    embedding_model: Mapped[str | None] = mapped_column(String)
+    embedding_dim: Mapped[int | None] = mapped_column(Integer)
+    embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    embed_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
 
 
 class AgentTool(TenantOwned, Base):

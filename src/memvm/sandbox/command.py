@@ -1,19 +1,31 @@
-"""The command line of one sandboxed call: `prlimit` sets the resource limits, then bubblewrap
-builds the jail (or, in "process" mode, the interpreter runs directly), then `python -I` runs the
-bootstrap. Nothing from the server's environment reaches the command: variables travel in the
-request on stdin, so not even the launcher sees them."""
+"""The command line of one sandboxed call: `prlimit` sets the resource limits (everything after it
+inherits them), bubblewrap builds the jail (not in "process" mode), `setpriv` becomes the call's own
+uid when the server is root, then `python -I` runs the bootstrap. Nothing from the server's
+environment reaches the command: variables travel in the request on stdin, so not even the launcher
+sees them.
+
+As root, bubblewrap runs with root's rights and setpriv inside the jail, after it: the trees the jail
+binds (the interpreter, a tool's venv) may then lie under a directory only root may enter, as pyenv,
+conda and uv install Python in root's home. Bubblewrap started as the call's uid could not reach them;
+the tool itself never holds root's rights either way."""
 
 import os
+import stat
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from memvm.config import Settings
+from memvm.sandbox.launchers import Launchers
 
 BOOTSTRAP = (Path(__file__).parent / "bootstrap.py").read_text(encoding="utf-8")
 BASE_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8"}
 # What a Python program may need from /etc; nothing that describes this server.
 _ETC_FILES = ("/etc/ssl", "/etc/ca-certificates", "/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/localtime")
+# The host's system trees, bound whole by every jail (or linked to /usr where /usr is merged).
+_SYSTEM_TREES = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64")
+# What bubblewrap keeps, as root, for setpriv to drop: its uid and gid, and the bounding set.
+_SETPRIV_CAPS = ("CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP")
 
 
 @dataclass(frozen=True)
@@ -39,9 +51,19 @@ def base_interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-def prlimit(limits: Limits, processes: int) -> list[str]:
+def launch(launchers: Launchers, limits: Limits, python: str, *, switch: list[str], processes: int, network: bool) -> list[str]:
+    """The programs in front of the interpreter, in the order they run; `switch` is setpriv's command
+    prefix, empty when calls keep the server's uid."""
+    argv = prlimit(launchers.prlimit, limits, processes)
+    if launchers.bwrap is not None:
+        setpriv = launchers.setpriv if switch else None
+        argv += bubblewrap(launchers.bwrap.path, limits, python, setpriv=setpriv, network=network)
+    return [*argv, *switch]
+
+
+def prlimit(program: str, limits: Limits, processes: int) -> list[str]:
     return [
-        "prlimit",
+        program,
         f"--cpu={limits.cpu_seconds}",
         f"--as={limits.memory_bytes}",
         f"--nproc={processes}",
@@ -51,20 +73,20 @@ def prlimit(limits: Limits, processes: int) -> list[str]:
     ]
 
 
-def bubblewrap(limits: Limits, python: str, *, network: bool) -> list[str]:
-    """No namespaces shared but the network when asked; a read-only system and interpreter; a
-    private, size-capped /tmp as the working directory; killed with the server."""
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--clearenv"]
-    if network:
-        argv.append("--share-net")
+def bubblewrap(program: str, limits: Limits, python: str, *, setpriv: str | None, network: bool) -> list[str]:
+    """No namespaces shared but the network when asked; a read-only system and interpreter (and
+    setpriv, which runs in the jail as root); a private, size-capped /tmp any uid may write as the
+    working directory; killed with the server. Ends with `--`."""
+    as_root = setpriv is not None
+    argv = [program, *_namespaces(as_root=as_root, network=network), "--die-with-parent", "--new-session", "--clearenv"]
     # /tmp first: a tree bound below it (a venv under a data dir in /tmp) must land on top of it.
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    tmp = ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev", *tmp]
     argv += _system_mounts()
-    for tree in _interpreter_trees(python):
-        argv += ["--ro-bind", tree, tree]
+    argv += _binds([*_interpreter_trees(python), *([setpriv] if setpriv else [])])
     for path in _ETC_FILES:
         argv += ["--ro-bind-try", path, path]
-    return [*argv, "--", *interpreter(python)]
+    return [*argv, "--"]
 
 
 def interpreter(python: str) -> list[str]:
@@ -75,10 +97,33 @@ def interpreter(python: str) -> list[str]:
     return [python, "-I", "-c", BOOTSTRAP] if in_venv else [python, "-I", "-S", "-c", BOOTSTRAP]
 
 
+def closed_directory(python: str) -> str | None:
+    """The first directory on the way to the interpreter's files that only its owner (and group) may
+    enter, if any: a call that switches to its own uid without a jail cannot start from there."""
+    directories = {*Path(os.path.realpath(python)).parents}
+    for tree in _interpreter_trees(python):
+        directories.update([Path(tree), *Path(tree).parents])
+    for directory in sorted(directories):  # a parent sorts before what it holds
+        if not directory.stat().st_mode & stat.S_IXOTH:
+            return str(directory)
+    return None
+
+
+def _namespaces(*, as_root: bool, network: bool) -> list[str]:
+    """As root, no user namespace: bubblewrap builds the jail with root's rights (a user namespace
+    would map the call's uid to root) and keeps only what setpriv needs to drop them all. Otherwise a
+    user namespace is what gives bubblewrap its rights."""
+    argv = ["--unshare-ipc", "--unshare-pid", "--unshare-uts", "--unshare-cgroup-try"]
+    argv += [] if network else ["--unshare-net"]
+    if as_root:
+        return [*argv, "--cap-drop", "ALL", *(arg for cap in _SETPRIV_CAPS for arg in ("--cap-add", cap))]
+    return [*argv, "--unshare-user"]
+
+
 def _system_mounts() -> list[str]:
     """/usr read-only, and the merged-/usr links (/bin → usr/bin …) as the host has them."""
     argv = ["--ro-bind", "/usr", "/usr"]
-    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64"):
+    for top in _SYSTEM_TREES[1:]:
         if os.path.islink(top):
             argv += ["--symlink", os.readlink(top), top]
         elif os.path.isdir(top):
@@ -86,11 +131,25 @@ def _system_mounts() -> list[str]:
     return argv
 
 
+def _binds(paths: list[str]) -> list[str]:
+    """Each path read-only at its own place, below directories the jail makes (mode 0755): the host's
+    own modes on the way, such as a home directory's 0700, stay outside."""
+    outside = sorted({path for path in paths if not _is_system(path)})
+    parents = {str(parent) for path in outside for parent in Path(path).parents}
+    made = sorted(parent for parent in parents if parent not in ("/", "/tmp") and not _is_system(parent))
+    argv = [arg for directory in made for arg in ("--perms", "0755", "--dir", directory)]
+    return argv + [arg for path in outside for arg in ("--ro-bind", path, path)]
+
+
+def _is_system(path: str) -> bool:
+    return any(path == top or path.startswith(top + "/") for top in _SYSTEM_TREES)
+
+
 def _interpreter_trees(python: str) -> list[str]:
-    """The installation trees the interpreter needs that /usr does not already hold: the base
-    runtime's prefix, and the venv's when a tool has requirements."""
+    """The installation trees the interpreter needs: the base runtime's prefix, and the venv's when a
+    tool has requirements."""
     trees = {os.path.realpath(sys.base_prefix)}
     venv = Path(python).parent.parent
     if (venv / "pyvenv.cfg").exists():
         trees.add(str(venv))
-    return sorted(tree for tree in trees if not tree.startswith("/usr/"))
+    return sorted(trees)

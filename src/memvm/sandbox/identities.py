@@ -19,12 +19,15 @@ class Identity:
     uid: int | None  # None: the server's own
     allowance: int
 
-    def switch(self) -> list[str]:
-        """The command prefix that becomes this identity (a command, not spawn options: uvloop's
-        subprocess support has no user/group arguments)."""
+    def switch(self, setpriv: str | None) -> list[str]:
+        """The command prefix that becomes this identity and drops every capability (a command, not
+        spawn options: as root it runs inside the jail, after bubblewrap)."""
         if self.uid is None:
             return []
-        return ["setpriv", f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups", "--"]
+        if setpriv is None:  # never run a call as root: the launchers are found before any call
+            raise RuntimeError("setpriv is needed to run a call as its own uid")
+        ids = [f"--reuid={self.uid}", f"--regid={self.uid}", "--clear-groups"]
+        return [setpriv, *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
 
     def processes(self) -> int:
         if self.uid is not None:

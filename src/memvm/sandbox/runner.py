@@ -10,7 +10,6 @@ import functools
 import json
 import logging
 import os
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -18,15 +17,15 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from memvm.config import Settings
-from memvm.sandbox import command
+from memvm.sandbox import command, launchers
 from memvm.sandbox.calls import ToolRun, ToolRunResult
 from memvm.sandbox.identities import Identities
 from memvm.sandbox.venvs import RequirementsError, Venvs
 
 log = logging.getLogger(__name__)
 _CHUNK = 64 * 1024
-# (mode, the launchers found) → why that sandbox cannot run tools (None: it can).
-_PROBED: dict[tuple[str | None, ...], str | None] = {}
+# (the launchers found, the interpreter) → why they cannot run tools (None: they can).
+_PROBED: dict[tuple[launchers.Launchers, str], str | None] = {}
 PROBE = ToolRun(source="def ping() -> str:\n    return 'pong'\n", function="ping", arguments={})
 
 
@@ -60,6 +59,7 @@ class Sandbox:
     def __init__(self, settings: Settings) -> None:
         self.mode: Literal["bubblewrap", "process"] = settings.tool_sandbox
         self.unavailable: str | None = None
+        self._launchers: launchers.Launchers | None = None  # found by `probe`
         self._timeout = settings.tool_timeout_seconds
         self._limits = command.Limits.of(settings)
         self._output_budget = settings.tool_max_output_bytes
@@ -69,27 +69,30 @@ class Sandbox:
 
     async def probe(self) -> None:
         """Run a trivial tool once: what cannot run it now will not run a real one later. The host
-        does not change while the process runs, so each mode is probed once per process."""
-        launchers = ["prlimit", *(["bwrap"] if self.mode == "bubblewrap" else []), *(["setpriv"] if os.geteuid() == 0 else [])]
-        found = {launcher: shutil.which(launcher) for launcher in launchers}
-        key = (self.mode, *found.values())
+        does not change while the process runs, so each set of launchers is probed once per process."""
+        try:
+            found = launchers.find(jail=self.mode == "bubblewrap", switch_uid=os.geteuid() == 0)
+        except launchers.LaunchersMissing as missing:
+            self.unavailable = str(missing)
+            return
+        self._launchers = found
+        key = (found, command.base_interpreter())
         if key not in _PROBED:
-            _PROBED[key] = await self._probe([launcher for launcher, path in found.items() if path is None])
+            _PROBED[key] = await self._probe()
         self.unavailable = _PROBED[key]
 
-    async def _probe(self, missing: list[str]) -> str | None:
-        if missing:
-            return f"{' and '.join(missing)} not found on PATH (Debian: apt-get install util-linux bubblewrap)"
+    async def _probe(self) -> str | None:
         result = await self.run(PROBE)
         if result.status != "success" or result.value != "pong":
             return f"a test call failed: {(result.stderr.strip() or result.value)[:500]}"
         return None
 
     def describe(self) -> tuple[int, str]:
-        """The start-up log line: which sandbox runs custom tools, if any."""
+        """The start-up log line: which sandbox runs custom tools, if any, and which bwrap."""
+        bwrap = f"; bwrap: {self._launchers.bwrap}" if self._launchers and self._launchers.bwrap else ""
         if self.unavailable is not None:
             return logging.ERROR, (
-                f"custom tools cannot run: the {self.mode} sandbox is unavailable ({self.unavailable}); "
+                f"custom tools cannot run: the {self.mode} sandbox is unavailable ({self.unavailable}{bwrap}); "
                 "install bubblewrap and allow user namespaces, or set MEMVM_TOOL_SANDBOX=process to accept "
                 "plain subprocesses with resource limits"
             )
@@ -98,7 +101,7 @@ class Sandbox:
                 "custom tools run as plain subprocesses with resource limits (MEMVM_TOOL_SANDBOX=process): "
                 "they can read what the server's files allow and use the network"
             )
-        return logging.INFO, "custom tools run in a bubblewrap sandbox (no network, no view of the server's files)"
+        return logging.INFO, f"custom tools run in a bubblewrap sandbox (no network, no view of the server's files{bwrap})"
 
     def prepare(self, requirements: tuple[str, ...]) -> None:
         """Build a tool's requirements venv now, in the background, so that its first call does not
@@ -120,32 +123,49 @@ class Sandbox:
             log.warning("could not prepare the venv for %s: %s", " ".join(requirements), error)
 
     async def run(self, call: ToolRun) -> ToolRunResult:
+        if self._launchers is None:
+            return ToolRunResult("error", f"Custom tools cannot run on this server: {self.unavailable or 'not probed'}.")
         try:
             python = await self._venvs.interpreter(call.requirements) if call.requirements else command.base_interpreter()
         except RequirementsError as error:
             return ToolRunResult("error", f"The tool's pip_requirements could not be installed: {error}")
+        if unreachable := self._unreachable(python):
+            return ToolRunResult("error", unreachable)
         async with self._identities.lease() as identity:
             with tempfile.TemporaryDirectory(prefix="memvm-tool-") as workdir:
                 if identity.uid is not None:
                     os.chown(workdir, identity.uid, identity.uid)
-                return await self._run(call, python, identity.switch(), identity.processes(), workdir)
+                switch = identity.switch(self._launchers.setpriv)
+                launch = command.launch(
+                    self._launchers, self._limits, python, switch=switch, processes=identity.processes(), network=call.network
+                )
+                return await self._run(call, [*launch, *command.interpreter(python)], workdir)
 
-    async def _run(self, call: ToolRun, python: str, switch: list[str], processes: int, workdir: str) -> ToolRunResult:
+    def _unreachable(self, python: str) -> str | None:
+        """Without a jail nothing is bound: a call that runs as its own uid must reach the interpreter
+        where it is, and is refused, saying why, rather than run with more rights."""
+        if self.mode != "process" or self._launchers is None or self._launchers.setpriv is None:
+            return None
+        if closed := command.closed_directory(python):
+            return (
+                f"The interpreter {python} cannot be started as the call's own uid: {closed} lets no other user in "
+                "and MEMVM_TOOL_SANDBOX=process binds nothing; use the bubblewrap sandbox, or a Python (and a data "
+                "dir) that every user can read."
+            )
+        return None
+
+    async def _run(self, call: ToolRun, argv: list[str], workdir: str) -> ToolRunResult:
         """The request goes in through an unnamed temporary file (no size limit, no path on disk);
         stdout, stderr and the result come back through pipes of our own, so waiting for the
         process never depends on them being read. subprocess.Popen starts it with vfork: an event
         loop's own spawn (uvloop's) forks the whole server, which costs tens of ms at its size."""
-        if self.mode == "bubblewrap":
-            jail = command.bubblewrap(self._limits, python, network=call.network)
-        else:
-            jail = command.interpreter(python)
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "result")}
         with tempfile.TemporaryFile() as request:
             request.write(json.dumps({**_request(call), "result_fd": pipes["result"][1]}).encode())
             request.seek(0)
             try:
                 process = subprocess.Popen(
-                    [*switch, *command.prlimit(self._limits, processes), *jail],
+                    argv,
                     stdin=request,
                     stdout=pipes["stdout"][1],
                     stderr=pipes["stderr"][1],

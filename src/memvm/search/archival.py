@@ -12,6 +12,7 @@ from sqlalchemy.orm import QueryableAttribute
 
 from memvm import metrics
 from memvm.orm import Passage
+from memvm.search.fusion import fuse_rankings
 
 # What a search result needs (never the vector: parsing 384+ floats per row is not free).
 RESULT_COLUMNS = (
@@ -108,3 +109,27 @@ async def search_passages(session: AsyncSession, search: PassageSearch) -> list[
         await prefer_vector_index(session, search.top_k)
         rows = await session.execute(search.statement())
     return [PassageHit(row, float(row.distance)) for row in rows]
+
+
+@dataclass(frozen=True)
+class MergedHit:
+    """A hit of a search over archives of several embedding models: its rank among its own model's
+    hits and its fused score (reciprocal rank fusion); both None in a listing without a query."""
+
+    hit: PassageHit
+    model_rank: int | None = None
+    rrf_score: float | None = None
+
+
+def fuse_by_rank(rankings: Sequence[Sequence[PassageHit]], limit: int) -> list[MergedHit]:
+    """One list from one ranking per embedding model. Distances of two models are not comparable, so
+    only the ranks count: reciprocal rank fusion (with one model, the order stays by distance)."""
+    placed = {hit.passage.id: (hit, rank) for hits in rankings for rank, hit in enumerate(hits, start=1)}
+    fused = fuse_rankings([[hit.passage.id for hit in hits] for hits in rankings], limit=limit)
+    return [MergedHit(placed[item][0], placed[item][1], score) for item, score in fused]
+
+
+def newest_first(listings: Sequence[Sequence[PassageHit]], limit: int) -> list[MergedHit]:
+    """One list from the newest passages of each model, as a single listing would order them."""
+    hits = sorted((hit for listing in listings for hit in listing), key=lambda hit: hit.passage.created_at, reverse=True)
+    return [MergedHit(hit) for hit in hits[:limit]]

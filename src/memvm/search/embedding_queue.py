@@ -1,9 +1,11 @@
-"""Message embeddings, computed after commit so a turn never waits for them.
+"""Embeddings of stored messages and tools, computed after commit so a turn or a tool edit never
+waits for them.
 
-The queue is the message table itself: rows without a vector. A worker in every replica claims
-a batch with FOR UPDATE SKIP LOCKED (no two replicas embed the same row), embeds it outside any
-transaction, and writes the vectors back. A claim older than CLAIM_TIMEOUT is taken over, so a
-crash or restart never leaves messages unembedded; a row failing MAX_ATTEMPTS times is dropped
+Each queue is a table itself: rows without a vector. A worker in every replica claims a batch with
+FOR UPDATE SKIP LOCKED (no two replicas embed the same row), embeds it outside any transaction, and
+writes the vectors back, only onto rows still under that claim: a tool edited meanwhile (its claim
+dropped) keeps waiting for a vector of its new text. A claim older than CLAIM_TIMEOUT is taken over,
+so a crash or restart never leaves rows unembedded; a row failing MAX_ATTEMPTS times is dropped
 from the queue (it stays findable by full text).
 """
 
@@ -11,10 +13,11 @@ import asyncio
 import contextlib
 import logging
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import bindparam, text, update
+from sqlalchemy import TextClause, bindparam, text
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import metrics
@@ -22,60 +25,110 @@ from memvm.db.engine import database_unreachable
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
-from memvm.orm import Message
-from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
+from memvm.orm import message as message_table
+from memvm.orm import tool as tool_table
 
 log = logging.getLogger(__name__)
-_STORE = (
-    update(Message)
-    .where(Message.id == bindparam("key"))
-    .values(embedding=bindparam("vector", type_=Vector()), embed_claimed_at=None)
-)
 CLAIM_TIMEOUT_SECONDS = 60
 
-_CLAIM = text(f"""
-    UPDATE message AS m
-    SET embed_claimed_at = clock_timestamp(), embed_attempts = m.embed_attempts + 1
-    FROM agent AS a
-    WHERE a.id = m.agent_id AND m.id IN (
-        SELECT id FROM message
-        WHERE {EMBEDDING_QUEUE_PREDICATE}
-          AND (embed_claimed_at IS NULL OR embed_claimed_at < clock_timestamp() - make_interval(secs => :timeout))
-        ORDER BY seq
-        LIMIT :batch
-        FOR UPDATE SKIP LOCKED)
-    RETURNING m.id, m.content, a.embedding, m.created_at
-""")
-_DEPTH = text(f"SELECT count(*) FROM message WHERE {EMBEDDING_QUEUE_PREDICATE} AND embed_claimed_at IS NULL")
+
+@dataclass(frozen=True)
+class EmbeddingQueue:
+    """One table's rows waiting for a vector. `claim` returns id, text, handle (the embedding model;
+    NULL: the default), stored_at and claimed_at of a batch."""
+
+    claim: TextClause
+    depth: TextClause
+    store: TextClause
 
 
-async def embed_pending_messages(
+def _queue(table: str, predicate: str, *, text_column: str, handle: str, order: str, stored_at: str) -> EmbeddingQueue:
+    claim = text(f"""
+        UPDATE {table} AS q
+        SET embed_claimed_at = clock_timestamp(), embed_attempts = q.embed_attempts + 1
+        WHERE q.id IN (
+            SELECT id FROM {table}
+            WHERE {predicate}
+              AND (embed_claimed_at IS NULL OR embed_claimed_at < clock_timestamp() - make_interval(secs => :timeout))
+            ORDER BY {order}
+            LIMIT :batch
+            FOR UPDATE SKIP LOCKED)
+        RETURNING q.id, q.{text_column}, {handle}, q.{stored_at}, q.embed_claimed_at
+    """)
+    # SQL, not an ORM update: a vector is not an edit, so a tool's updated_at stays as it was.
+    store = text(f"""
+        UPDATE {table} SET embedding = :vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
+        WHERE id = :key AND embed_claimed_at = :claimed_at
+    """).bindparams(bindparam("vector", type_=Vector()))
+    depth = text(f"SELECT count(*) FROM {table} WHERE {predicate} AND embed_claimed_at IS NULL")
+    return EmbeddingQueue(claim, depth, store)
+
+
+QUEUES = (
+    # A message is embedded with its agent's model.
+    _queue(
+        "message",
+        message_table.EMBEDDING_QUEUE_PREDICATE,
+        text_column="content",
+        handle="(SELECT a.embedding FROM agent AS a WHERE a.id = q.agent_id)",
+        order="seq",
+        stored_at="created_at",
+    ),
+    # Tools, built-in ones included, with the server's default model.
+    _queue(
+        "tool",
+        tool_table.EMBEDDING_QUEUE_PREDICATE,
+        text_column="search_text",
+        handle="NULL",
+        order="updated_at",
+        stored_at="updated_at",
+    ),
+)
+
+
+async def embed_pending(
     sessionmaker: async_sessionmaker[AsyncSession], embedders: EmbedderRegistry, *, batch_size: int = 64
 ) -> int:
-    """Embed one batch; returns how many messages were claimed (0: the queue is empty)."""
+    """Embed one batch of each queue; returns how many rows were claimed (0: the queues are empty)."""
+    params = {"timeout": CLAIM_TIMEOUT_SECONDS, "batch": batch_size}
     async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-        claimed = (await session.execute(_CLAIM, {"timeout": CLAIM_TIMEOUT_SECONDS, "batch": batch_size})).all()
-        metrics.EMBEDDING_DEPTH.set(await session.scalar(_DEPTH) or 0)
-    by_handle: dict[str | None, list[tuple[str, str]]] = defaultdict(list)
-    for message_id, content, handle, _stored_at in claimed:
-        by_handle[handle].append((message_id, content))
-    for handle, rows in by_handle.items():
-        embedder = embedders.for_handle(handle)
-        vectors = await embedder.embed([content for _, content in rows])
-        values = [{"key": message_id, "vector": vector} for (message_id, _), vector in zip(rows, vectors, strict=True)]
-        async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-            connection = await session.connection()
-            await connection.execute(_STORE.values(embedding_model=embedder.model, embedding_dim=embedder.dim), values)
+        claimed = [(queue, (await session.execute(queue.claim, params)).all()) for queue in QUEUES]
+        metrics.EMBEDDING_DEPTH.set(sum([await session.scalar(queue.depth) or 0 for queue in QUEUES]))
+    for queue, rows in claimed:
+        by_handle: dict[str | None, list[tuple[str, str, datetime]]] = defaultdict(list)
+        for row_id, content, handle, _stored_at, claimed_at in rows:
+            by_handle[handle].append((row_id, content, claimed_at))
+        for handle, batch in by_handle.items():
+            await _embed(sessionmaker, embedders, handle, queue, batch)
     now = datetime.now(UTC)
-    for *_, stored_at in claimed:
-        metrics.EMBEDDING_LAG.observe((now - stored_at).total_seconds())
-    metrics.EMBEDDED.inc(len(claimed))
-    return len(claimed)
+    stored_at = [row[3] for _, rows in claimed for row in rows]
+    for moment in stored_at:
+        metrics.EMBEDDING_LAG.observe((now - moment).total_seconds())
+    metrics.EMBEDDED.inc(len(stored_at))
+    return len(stored_at)
+
+
+async def _embed(
+    sessionmaker: async_sessionmaker[AsyncSession],
+    embedders: EmbedderRegistry,
+    handle: str | None,
+    queue: EmbeddingQueue,
+    batch: list[tuple[str, str, datetime]],
+) -> None:
+    embedder = embedders.for_handle(handle)
+    vectors = await embedder.embed([content for _, content, _ in batch])
+    values = [
+        {"key": row_id, "claimed_at": claimed_at, "vector": vector, "model": embedder.model, "dim": embedder.dim}
+        for (row_id, _, claimed_at), vector in zip(batch, vectors, strict=True)
+    ]
+    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+        connection = await session.connection()
+        await connection.execute(queue.store, values)
 
 
 class EmbeddingWorker:
-    """The queue's consumer in this replica. It drains the queue, then sleeps until woken (a turn
-    stored messages) or `poll_seconds` pass (rows written by another replica, or left behind by a
+    """The queues' consumer in this replica. It drains them, then sleeps until woken (a turn stored
+    messages, a tool was saved) or `poll_seconds` pass (rows written by another replica, or left behind by a
     crash). `stop` lets the batch in progress finish: cancelling asyncpg in the middle of a
     multi-row write can leave its connection waiting for the rest of the rows forever."""
 
@@ -112,12 +165,12 @@ class EmbeddingWorker:
     async def _run(self) -> None:
         while not self._stopping:
             try:
-                claimed = await embed_pending_messages(self._sessionmaker, self._embedders)
+                claimed = await embed_pending(self._sessionmaker, self._embedders)
             except Exception as error:
                 if database_unreachable(error):  # an outage: one line per poll, not a traceback each
-                    log.warning("embedding messages: the database is unreachable (%s); retrying later", error.__class__.__name__)
+                    log.warning("embedding: the database is unreachable (%s); retrying later", error.__class__.__name__)
                 else:
-                    log.exception("embedding messages failed; retrying later")
+                    log.exception("embedding failed; retrying later")
                 claimed = 0
             if claimed or self._stopping:
                 continue

@@ -1,4 +1,4 @@
-"""Reciprocal rank fusion of two ranked lists (pure)."""
+"""Reciprocal rank fusion of ranked lists (pure)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,21 +26,25 @@ def reciprocal_rank_fusion(
     """score = w_fts/(k + rank_fts) + w_vec/(k + rank_vec); a list an item is missing from adds 0.
     Sorted by score, then by the better of its two ranks, then by id, so ties are deterministic."""
     fts_rank, vector_rank = _ranks(fts_ids), _ranks(vector_ids)
-    fused = [
-        Fused(
-            id=item,
-            rrf_score=_part(fts_weight, k, fts_rank.get(item)) + _part(vector_weight, k, vector_rank.get(item)),
-            fts_rank=fts_rank.get(item),
-            vector_rank=vector_rank.get(item),
-        )
-        for item in dict.fromkeys([*fts_ids, *vector_ids])
-    ]
-    fused.sort(key=lambda f: (-f.rrf_score, min(r for r in (f.fts_rank, f.vector_rank) if r is not None), f.id))
-    return fused[:limit]
+    fused = fuse_rankings([fts_ids, vector_ids], limit=limit, k=k, weights=[fts_weight, vector_weight])
+    return [Fused(item, score, fts_rank.get(item), vector_rank.get(item)) for item, score in fused]
 
 
-def _part(weight: float, k: int, rank: int | None) -> float:
-    return 0.0 if rank is None else weight / (k + rank)
+def fuse_rankings(
+    rankings: Sequence[Sequence[str]], *, limit: int, k: int = RRF_K, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """Any number of ranked lists: score = Σ w/(k + rank) over the lists an item is in, the weights
+    equal (summing to 1) unless given. (id, score) pairs sorted by score, then by the item's best rank,
+    then by id. Ranks, not scores, so lists whose scores cannot be compared (two embedding models'
+    distances) still merge fairly."""
+    weights = weights or [1.0 / max(1, len(rankings))] * len(rankings)
+    scores: dict[str, float] = {}
+    best: dict[str, int] = {}
+    for weight, ids in zip(weights, rankings, strict=True):
+        for item, rank in _ranks(ids).items():
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)  # a list without the item adds 0
+            best[item] = min(rank, best.get(item, rank))
+    return sorted(scores.items(), key=lambda pair: (-pair[1], best[pair[0]], pair[0]))[:limit]
 
 
 def _ranks(ids: Sequence[str]) -> dict[str, int]:

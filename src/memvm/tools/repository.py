@@ -3,27 +3,35 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, select
+from sqlalchemy import Select, bindparam, delete, func, or_, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
 from memvm.orm import AgentTool, Tool
 
+_BUILTIN_REFRESHED = ("description", "json_schema", "tool_type", "search_text")
+
 
 async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
-    """Insert, or refresh the description, schema and type of the built-in tool with this name (safe
-    when several replicas start at once)."""
+    """Insert, or refresh the description, schema, type and search text of the built-in tool with this
+    name (safe when several replicas start at once). A row that changed is queued for a new vector;
+    an unchanged one is not written at all, so its vector stays."""
     statement = insert(Tool).values(**row)
+    excluded = statement.excluded
     await session.execute(
         statement.on_conflict_do_update(
             index_elements=[Tool.name],
             index_where=Tool.organization_id.is_(None),
             set_={
-                "description": statement.excluded.description,
-                "json_schema": statement.excluded.json_schema,
-                "tool_type": statement.excluded.tool_type,
+                **{column: excluded[column] for column in _BUILTIN_REFRESHED},
+                "embedding": None,
+                "embedding_model": None,
+                "embedding_dim": None,
+                "embed_claimed_at": None,
+                "embed_attempts": 0,
             },
+            where=or_(*(Tool.__table__.c[column].is_distinct_from(excluded[column]) for column in _BUILTIN_REFRESHED)),
         )
     )
 

