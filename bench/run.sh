@@ -87,7 +87,7 @@ if [ "$MODE" != search ]; then
   [ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
   [ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
 else
-  "$PY" -c 'import asyncpg, numpy, pgvector.asyncpg, memvm.search.archival' 2>/dev/null \
+  "$PY" -c 'import asyncpg, numpy, pgvector.asyncpg, memvm.search.passages' 2>/dev/null \
     || die "$PY cannot import asyncpg/numpy/pgvector/memvm (pip install -e '.[test]')"
 fi
 "$PY" -c 'import httpx' 2>/dev/null || die "$PY has no httpx (pip install httpx, or set BENCH_PYTHON)"

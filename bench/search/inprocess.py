@@ -49,8 +49,8 @@ def _runtime_call(timer: _StageTimer, deps: Any, kind: str, agent_id: str, limit
     """The runtime function behind the endpoint, with its kind's stages wrapped."""
     from memvm.archives import repository as arch_repo
     from memvm.archives.schemas import SearchFilters
-    from memvm.runtime import archival as rt_arch
-    from memvm.runtime import recall as rt_recall
+    from memvm.runtime.operations import message_search as rt_recall
+    from memvm.runtime.operations import passages as rt_arch
     from memvm.search import conversation as conv
 
     if kind == "archival":

@@ -101,11 +101,11 @@ def _vector_param(names: list[str], params: dict[str, Any]) -> str:
 
 
 async def archival_sql(archive_id: str, top_k: int, tags: list[str]) -> ServerSql:
-    from memvm.search import archival
+    from memvm.search import passages
 
     cap = _Capture()
-    search = archival.PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=_MARKER, top_k=top_k, tags=tags)
-    await archival.search_passages(cap, search)
+    search = passages.PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=_MARKER, top_k=top_k, tags=tags)
+    await passages.search_passages(cap, search)
     compiled = cap.compiled()
     sql = next(c for c in compiled if "<=>" in c[0])
     return _server_sql("archival" + ("+tags" if tags else ""), compiled, sql, True)

@@ -1,5 +1,6 @@
 """Settings: the one place memvm reads its environment (prefix MEMVM_)."""
 
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -7,9 +8,23 @@ from platformdirs import user_data_dir
 from pydantic import AliasChoices, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# Root's data dir, as for a system service: a home dir is no place for a service's data, and the
+# embedded PostgreSQL's own system user could not enter a 0700 /root.
+ROOT_DATA_DIR = Path("/var/lib/memvm")
+
 
 def default_data_dir() -> Path:
-    return Path(user_data_dir("memvm", appauthor=False))
+    """The user's data dir (platformdirs); for root, ROOT_DATA_DIR, unless root's former default
+    (the user data dir under /root) holds a database and ROOT_DATA_DIR does not: that one is kept
+    rather than silently left behind (the embedded server's start says if it cannot be reached)."""
+    user_dir = Path(user_data_dir("memvm", appauthor=False))
+    if os.geteuid() != 0 or (_holds_database(user_dir) and not _holds_database(ROOT_DATA_DIR)):
+        return user_dir
+    return ROOT_DATA_DIR
+
+
+def _holds_database(data_dir: Path) -> bool:
+    return (data_dir / "pg" / "PG_VERSION").exists()
 
 
 class Settings(BaseSettings):
@@ -38,7 +53,7 @@ class Settings(BaseSettings):
     insecure: bool = False
     max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
     max_agent_file_bytes: int = Field(512 * 1024 * 1024, ge=1024, description="The cap for POST /v1/agents/import.")
-    # A request's head is capped while `memvm serve` reads it (head_limits.py): more is a 431.
+    # A request's head is capped while `memvm serve` reads it (cli/head_limits.py): more is a 431.
     max_header_bytes: int = Field(64 * 1024, ge=1024, description="The request line and all headers, in bytes.")
     max_header_line_bytes: int = Field(8 * 1024, ge=256, description="One header's name and value, in bytes.")
 

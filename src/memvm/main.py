@@ -3,17 +3,19 @@
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
 from fastapi import Depends, FastAPI
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm import __version__, metrics
 from memvm.accounts.exposure import ExposureRefused, check_exposure
 from memvm.accounts.key_cache import KeyCache
 from memvm.api import (
     admin,
-    agent_files,
+    agentfiles,
     agents,
     archival,
     auth,
@@ -33,6 +35,7 @@ from memvm.api import (
 from memvm.api import metrics as api_metrics
 from memvm.api.limits import BodySizeLimit
 from memvm.api.metrics import HttpMetrics
+from memvm.blocks.retention import start_pruning
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
 from memvm.db.engine import build_engine, build_lock_engine, build_sessionmaker, build_turn_lock_engine
@@ -43,10 +46,9 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.processes import import_deferred_in_background
 from memvm.provider import RetryPolicy
-from memvm.runtime.background import fail_orphaned_runs
-from memvm.runtime.cancel import CancelSignals
-from memvm.runtime.deps import RuntimeDeps
-from memvm.runtime.retention import start_pruning
+from memvm.runtime.loop.background import fail_orphaned_runs
+from memvm.runtime.loop.cancel import CancelSignals
+from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
 from memvm.tools.service import sync_builtin_tools
@@ -60,70 +62,10 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        target = database or resolve_database(settings)
-        engine, lock_engine = build_engine(target.url, settings), build_lock_engine(target.url)
-        turn_lock_engine = build_turn_lock_engine(target.url, settings)
-        models, embedders = _model_factory(settings), EmbedderRegistry.from_settings(settings)
-        worker, keys, sandbox, cancels, runtime, pruning = None, None, None, None, None, None
-        try:
-            if settings.migrate_on_start:
-                await upgrade_to_head(engine)
-            sessionmaker = build_sessionmaker(engine)
-            metrics.watch_pool(engine.sync_engine.pool.checkedout, engine.sync_engine.pool.checkedin)  # type: ignore[attr-defined]
-            async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-                await sync_builtin_tools(session)
-            keys = KeyCache(sessionmaker, lock_engine)
-            keys.start()
-            await _open_gate(app, settings, sessionmaker, keys)
-            app.state.sessionmaker = sessionmaker
-            sandbox = Sandbox(settings)
-            await sandbox.probe()
-            log.log(*sandbox.describe())
-            cancels = CancelSignals(lock_engine)
-            cancels.start()
-            runtime = RuntimeDeps(
-                sessionmaker=sessionmaker,
-                lock_engine=lock_engine,
-                turn_lock_engine=turn_lock_engine,
-                models=models,
-                embedders=embedders,
-                settings=settings,
-                sandbox=sandbox,
-                cancels=cancels,
-            )
-            app.state.runtime = runtime
-            if orphaned := await fail_orphaned_runs(runtime):
-                log.warning("%d run(s) left running by a stopped process were marked failed", orphaned)
-            if settings.embedding_worker:
-                worker = EmbeddingWorker(
-                    sessionmaker, embedders, runtime.embedding_wakeup, poll_seconds=settings.embedding_poll_seconds
-                )
-                worker.start()
-            pruning = start_pruning(sessionmaker, settings)
+        async with AsyncExitStack() as stack:
+            await _start(app, stack, settings, database or resolve_database(settings))
             import_deferred_in_background()
             yield
-        finally:
-            if runtime is not None:  # background turns end as cancelled, their steps kept
-                for task in list(runtime.background):
-                    task.cancel()
-                await asyncio.gather(*runtime.background, return_exceptions=True)
-            if worker is not None:
-                await worker.stop()
-            if pruning is not None:
-                pruning.cancel()
-                await asyncio.gather(pruning, return_exceptions=True)
-            if keys is not None:
-                await keys.stop()
-            if sandbox is not None:
-                await sandbox.close()
-            if cancels is not None:
-                await cancels.stop()
-            await embedders.aclose()
-            await models.aclose()
-            await lock_engine.dispose()
-            await turn_lock_engine.dispose()
-            await engine.dispose()
-            metrics.forget_this_process()
 
     app = FastAPI(
         title="memvm",
@@ -137,27 +79,126 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
         BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions={"/v1/agents/import": settings.max_agent_file_bytes}
     )
     app.add_middleware(HttpMetrics)
+    _include_routers(app, settings)
+    return app
+
+
+def _include_routers(app: FastAPI, settings: Settings) -> None:
     app.include_router(health.router)
     app.include_router(api_metrics.router, responses=errors.RESPONSES)
-    for module in (agent_files, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
+    for module in (agentfiles, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
         guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
         app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)
     if settings.ui:
         console.install(app)
-    return app
 
 
-async def _open_gate(app: FastAPI, settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], keys: KeyCache) -> None:
+async def _start(app: FastAPI, stack: AsyncExitStack, settings: Settings, target: DatabaseTarget) -> None:
+    """Start what the app serves with, in order. Each stop is pushed on `stack` right after its start,
+    so the stack stops them in reverse: nothing stops while something started after it still runs,
+    and a start that fails stops what had started before it."""
+    stack.callback(metrics.forget_this_process)
+    database = await _open_database(stack, settings, target)
+    keys = _started(stack, KeyCache(database.sessionmaker, database.lock_engine))
+    app.state.gate = await _open_gate(settings, database.sessionmaker, keys)
+    app.state.sessionmaker = database.sessionmaker
+    app.state.runtime = runtime = await _open_runtime(stack, settings, database)
+    if settings.embedding_worker:
+        wakeup, poll_seconds = runtime.embedding_wakeup, settings.embedding_poll_seconds
+        _started(stack, EmbeddingWorker(database.sessionmaker, runtime.embedders, wakeup, poll_seconds=poll_seconds))
+    if (pruning := start_pruning(database.sessionmaker, settings)) is not None:
+        stack.push_async_callback(_cancel, [pruning])
+
+
+@dataclass(frozen=True)
+class _Database:
+    sessionmaker: async_sessionmaker[AsyncSession]
+    lock_engine: AsyncEngine  # unpooled: LISTEN and run claims
+    turn_lock_engine: AsyncEngine  # pooled: the agents' turn locks
+
+
+async def _open_database(stack: AsyncExitStack, settings: Settings, target: DatabaseTarget) -> _Database:
+    """The engines, the schema migrated (MEMVM_MIGRATE_ON_START) and the built-in tools stored."""
+    engine = build_engine(target.url, settings)
+    stack.push_async_callback(engine.dispose)
+    lock_engine = build_lock_engine(target.url)
+    stack.push_async_callback(lock_engine.dispose)
+    turn_lock_engine = build_turn_lock_engine(target.url, settings)
+    stack.push_async_callback(turn_lock_engine.dispose)
+    if settings.migrate_on_start:
+        await upgrade_to_head(engine)
+    sessionmaker = build_sessionmaker(engine)
+    metrics.watch_pool(engine.sync_engine.pool.checkedout, engine.sync_engine.pool.checkedin)  # type: ignore[attr-defined]
+    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+        await sync_builtin_tools(session)
+    return _Database(sessionmaker, lock_engine, turn_lock_engine)
+
+
+async def _open_gate(settings: Settings, sessionmaker: async_sessionmaker[AsyncSession], keys: KeyCache) -> auth.Gate:
     """Access control for the routes (api/auth.py); refuses to serve an unauthenticated server beyond
     loopback, and logs which mode is on."""
     admin_key = settings.admin_api_key.get_secret_value() if settings.admin_api_key else None
-    app.state.gate = gate = auth.Gate(sessionmaker, keys, admin_key)
+    gate = auth.Gate(sessionmaker, keys, admin_key)
     try:
         level, mode = check_exposure(settings, await gate.keys_required())
     except ExposureRefused as refused:
         log.error("%s", refused)
         raise
     log.log(level, "%s", mode)
+    return gate
+
+
+async def _open_runtime(stack: AsyncExitStack, settings: Settings, database: _Database) -> RuntimeDeps:
+    """What the agent loop runs with. Its background turns are the first of it to stop: they end as
+    cancelled, their steps kept. Runs that a stopped process left running are marked failed."""
+    models = _model_factory(settings)
+    stack.push_async_callback(models.aclose)
+    embedders = EmbedderRegistry.from_settings(settings)
+    stack.push_async_callback(embedders.aclose)
+    sandbox = Sandbox(settings)
+    stack.push_async_callback(sandbox.close)
+    await sandbox.probe()
+    log.log(*sandbox.describe())
+    runtime = RuntimeDeps(
+        sessionmaker=database.sessionmaker,
+        lock_engine=database.lock_engine,
+        turn_lock_engine=database.turn_lock_engine,
+        models=models,
+        embedders=embedders,
+        settings=settings,
+        sandbox=sandbox,
+        cancels=_started(stack, CancelSignals(database.lock_engine)),
+    )
+    stack.push_async_callback(_end_background_turns, runtime)
+    if orphaned := await fail_orphaned_runs(runtime):
+        log.warning("%d run(s) left running by a stopped process were marked failed", orphaned)
+    return runtime
+
+
+class _Service(Protocol):
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ServiceT = TypeVar("ServiceT", bound=_Service)
+
+
+def _started(stack: AsyncExitStack, service: ServiceT) -> ServiceT:
+    service.start()
+    stack.push_async_callback(service.stop)
+    return service
+
+
+async def _end_background_turns(runtime: RuntimeDeps) -> None:
+    await _cancel(list(runtime.background))  # a copy: each task leaves the set as it ends
+
+
+async def _cancel(tasks: list["asyncio.Task[None]"]) -> None:
+    """Cancel the tasks and wait until they have ended."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 def _model_factory(settings: Settings) -> ChatModelFactory:

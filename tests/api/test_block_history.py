@@ -3,8 +3,8 @@ version, undo and redo that walk the history as an editor does, restore, and ret
 
 from datetime import UTC, datetime, timedelta
 
+from memvm.blocks.retention import prune_once
 from memvm.config import Settings
-from memvm.runtime.retention import prune_once
 from tests.support.api import compiled_prompt, create_agent, create_block
 
 MODEL = {"model": "openai/scripted-model"}

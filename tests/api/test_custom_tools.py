@@ -1,7 +1,12 @@
 """Custom tools as a catalog: made from Python source (schema derived, source never run), per
 organization, editable, deletable, attachable by id or name; built-ins read-only."""
 
-from tests.support.api import create_agent
+from dataclasses import replace
+
+from fastapi import Request
+
+from memvm.api.deps import app_runtime
+from tests.support.api import app_client, create_agent
 
 WEATHER = '''
 def get_weather(city: str, units: str = "metric") -> str:
@@ -105,3 +110,33 @@ async def test_custom_tools_attach_by_id_and_by_name_at_creation(client):
     for agent_id in (agent["id"], created.json()["id"]):
         names = [t["name"] for t in (await client.get(f"/v1/agents/{agent_id}/tools")).json()]
         assert "get_weather" in names
+
+
+class RecordingSandbox:
+    """Stands in for the sandbox when only what it is asked matters: the venvs to build (none is built)."""
+
+    def __init__(self) -> None:
+        self.prepared: list[tuple[str, ...]] = []
+
+    def prepare(self, requirements: tuple[str, ...]) -> None:
+        self.prepared.append(requirements)
+
+
+async def test_saving_a_tool_with_requirements_starts_building_its_venv(settings):
+    """So that the tool's first call need not wait for pip: create, patch and put hand the
+    requirements to the sandbox once they are stored; a tool without requirements asks for nothing."""
+    sandbox = RecordingSandbox()
+
+    async def runtime_with_recording_sandbox(request: Request):
+        return replace(await app_runtime(request), sandbox=sandbox)
+
+    async with app_client(settings, {app_runtime: runtime_with_recording_sandbox}) as client:
+        created = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
+        after_create = list(sandbox.prepared)
+        pinned = [{"name": "requests", "version": "2.32.3"}, {"name": "pyyaml"}]
+        patched = await client.patch(f"/v1/tools/{created['id']}", json={"pip_requirements": pinned})
+        put = await client.put("/v1/tools/", json={"source_code": WEATHER, "pip_requirements": [{"name": "rich"}]})
+
+    assert patched.status_code == 200 and put.status_code == 200, (patched.text, put.text)
+    assert after_create == []
+    assert sandbox.prepared == [("requests==2.32.3", "pyyaml"), ("rich",)]

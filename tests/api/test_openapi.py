@@ -4,7 +4,7 @@ import re
 EXPECTED_OPERATIONS = {
     # health.py
     ("GET", "/v1/health/"),
-    # agent_files.py
+    # agentfiles.py
     ("POST", "/v1/agents/import"),
     ("GET", "/v1/agents/{agent_id}/export"),
     # admin.py

@@ -1,5 +1,5 @@
 """POST /v1/tools/search over HTTP, by full text (what the database decides at once; search by
-meaning, which waits for the embedding worker, is in tests/memory_ext/test_tool_search.py): every
+meaning, which waits for the embedding worker, is in tests/search/test_tool_search.py): every
 field a tool is searched by, the built-ins, the SDK's filters, refusals, and isolation."""
 
 import pytest

@@ -44,8 +44,8 @@ def test_keys_create_list_and_revoke_against_a_database_a_running_server_honours
     assert unknown.returncode == 1 and "not found" in unknown.stderr
 
 
-def test_keys_refuses_an_embedded_database_held_by_a_running_server(tmp_path: Path) -> None:
-    env = child_env(MEMVM_DATA_DIR=str(tmp_path / "data"))
+def test_keys_refuses_an_embedded_database_held_by_a_running_server(tmp_path: Path, data_dir: Path) -> None:
+    env = child_env(MEMVM_DATA_DIR=str(data_dir))
     port = free_port()
     with serve(tmp_path / "serve.log", env, "--port", str(port), port=port):
         held = memvm(env, "keys", "list")

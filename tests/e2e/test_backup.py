@@ -12,7 +12,7 @@ import asyncpg
 import httpx
 from alembic.script import ScriptDirectory
 
-from memvm.backup import embedded_bin_dir
+from memvm.cli.backup import embedded_bin_dir
 from memvm.db.migrate import alembic_config
 from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
 from tests.support.scripted_llm import ScriptedLLM
@@ -86,8 +86,9 @@ async def write_agents(http: httpx.AsyncClient, llm: ScriptedLLM) -> str:
     return agent_ids[0]
 
 
-async def test_a_backup_taken_while_serving_restores_every_row_into_a_new_data_dir(tmp_path: Path, llm: ScriptedLLM) -> None:
-    data_dir = tmp_path / "data"
+async def test_a_backup_taken_while_serving_restores_every_row_into_a_new_data_dir(
+    tmp_path: Path, data_dir: Path, llm: ScriptedLLM
+) -> None:
     backup_file = tmp_path / "memvm.dump"
     env = child_env(
         MEMVM_DATA_DIR=str(data_dir),

@@ -1,4 +1,4 @@
-"""The cap on a request's head (memvm/head_limits.py) in a real `memvm serve`, over raw sockets: a
+"""The cap on a request's head (memvm/cli/head_limits.py) in a real `memvm serve`, over raw sockets: a
 head over MEMVM_MAX_HEADER_BYTES in all, or a header over MEMVM_MAX_HEADER_LINE_BYTES, gets a 431
 at once (before its key is checked), changes nothing, and the server keeps answering meanwhile.
 Before the cap, a 128 MB header took tens of seconds of the process to get its 401."""

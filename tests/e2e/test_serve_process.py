@@ -90,8 +90,7 @@ def test_serve_with_database_url_logs_it_first_and_serves(database_url: str, tmp
     assert "Traceback" not in served.log(), served.log()
 
 
-def test_serve_embedded_default_starts_stops_and_reuses_data(tmp_path: Path) -> None:
-    data_dir = tmp_path / "data"
+def test_serve_embedded_default_starts_stops_and_reuses_data(tmp_path: Path, data_dir: Path) -> None:
     pg_dir = data_dir / "pg"
     port = free_port()
     env = child_env(MEMVM_DATA_DIR=str(data_dir), MEMVM_PORT=str(port))

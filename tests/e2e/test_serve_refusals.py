@@ -73,11 +73,27 @@ def test_a_port_in_use_is_refused_before_the_database_starts(tmp_path: Path) -> 
     assert not data_dir.exists()  # refused before starting (and creating) the embedded database
 
 
-def test_an_embedded_postgres_that_does_not_start_is_refused_in_one_line(tmp_path: Path) -> None:
-    pg_dir = tmp_path / "data" / "pg"
+def test_an_embedded_postgres_that_does_not_start_is_refused_in_one_line(data_dir: Path) -> None:
+    pg_dir = data_dir / "pg"
     pg_dir.mkdir(parents=True)
     (pg_dir / "PG_VERSION").write_text("99\n")  # a data dir no PostgreSQL 18 starts on
 
-    refused = memvm(child_env(MEMVM_DATA_DIR=str(tmp_path / "data")), "serve", "--port", str(free_port()))
+    refused = memvm(child_env(MEMVM_DATA_DIR=str(data_dir)), "serve", "--port", str(free_port()))
 
     assert_refused(refused, f"the embedded PostgreSQL in {pg_dir} did not start", f"its log is {pg_dir / 'log'}")
+
+
+@pytest.mark.parametrize("command", [("keys", "list"), ("db", "upgrade"), ("backup", "{dir}/backup.dump")])
+def test_other_commands_say_in_one_line_that_the_embedded_postgres_did_not_start(
+    data_dir: Path, command: tuple[str, ...]
+) -> None:
+    pg_dir = data_dir / "pg"
+    pg_dir.mkdir(parents=True)
+    (pg_dir / "PG_VERSION").write_text("99\n")
+
+    failed = memvm(child_env(MEMVM_DATA_DIR=str(data_dir)), *(part.format(dir=data_dir) for part in command))
+
+    said = [line for line in failed.stderr.splitlines() if line.startswith("memvm: ")]
+    assert failed.returncode == 1, failed.stderr
+    assert len(said) == 1 and f"the embedded PostgreSQL in {pg_dir} did not start" in said[0], failed.stderr
+    assert "Traceback" not in failed.stdout + failed.stderr

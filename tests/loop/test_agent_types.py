@@ -90,3 +90,27 @@ async def test_conversation_search_finds_old_messages(client, llm):
     result = json.loads(body["messages"][1]["tool_return"])
     assert result["message"].startswith("Showing 1 results")
     assert result["results"][0]["content"] == "My favourite animal is the zebra"
+
+
+async def test_every_reader_of_stored_history_shows_a_memgpt_turn_as_the_turn_answered(client, llm):
+    """A memgpt agent's send_message is an assistant_message, and its tool return is not shown,
+    wherever the stored turn is read again (agents/letta_messages.py reads the type for all of them)."""
+    agent = await create_agent(client, model="openai/scripted-model", agent_type="memgpt_v2_agent")
+    llm.reply(tool_calls=[("send_message", {"message": "Hello, Bob."})])
+    answered = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hi"})).json()
+    [run] = (await client.get("/v1/runs/", params={"agent_id": agent["id"]})).json()
+    [step] = (await client.get(f"/v1/runs/{run['id']}/steps")).json()
+    [(message_id, _)] = turn = shown(answered["messages"])
+
+    history = (await client.get(f"/v1/agents/{agent['id']}/messages", params={"order": "asc"})).json()
+    by_id = (await client.get(f"/v1/messages/{message_id}")).json()
+    of_run = (await client.get(f"/v1/runs/{run['id']}/messages")).json()
+    of_step = (await client.get(f"/v1/steps/{step['id']}/messages")).json()
+
+    assert turn == [(message_id, "assistant_message: Hello, Bob.")]
+    assert shown(history) == shown(by_id) == shown(of_run) == shown(of_step) == turn
+
+
+def shown(letta_messages: list[dict]) -> list[tuple[str, str]]:
+    """What a reader shows of the agent's side of the conversation: id, type and text."""
+    return [(m["id"], f"{m['message_type']}: {m.get('content')}") for m in letta_messages if m["message_type"] != "user_message"]

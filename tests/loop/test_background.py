@@ -6,7 +6,7 @@ import asyncio
 import json
 import time
 
-from memvm.runtime.turn_lock import RUN_CLAIM_CLASS
+from memvm.runtime.loop.turn_lock import RUN_CLAIM_CLASS
 from tests.support.api import app_client, create_agent
 from tests.support.sse import parse_sse
 

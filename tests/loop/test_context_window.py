@@ -1,4 +1,4 @@
-from memvm.runtime.compaction import SUMMARIZER_INSTRUCTIONS
+from memvm.runtime.loop.compaction import SUMMARIZER_INSTRUCTIONS
 from tests.support.api import compiled_prompt, create_agent
 
 SMALL = {

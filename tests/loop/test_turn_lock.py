@@ -8,7 +8,7 @@ from sqlalchemy import text
 
 from memvm.db.engine import build_turn_lock_engine
 from memvm.errors import Busy
-from memvm.runtime.turn_lock import agent_turn_lock
+from memvm.runtime.loop.turn_lock import agent_turn_lock
 
 TURN_LOCKS = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 28022"  # 0x6D76
 LOCKING_SESSION = "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = 28022 AND granted = $1"

@@ -1,7 +1,8 @@
 """The app under test, and small request helpers shared by tests that speak HTTP to it."""
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -17,9 +18,13 @@ def build_app(settings: Settings) -> FastAPI:
 
 
 @asynccontextmanager
-async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client on a started app (lifespan run) built from `settings`."""
+async def app_client(
+    settings: Settings, overrides: Mapping[Callable[..., Any], Callable[..., Any]] | None = None
+) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on a started app (lifespan run) built from `settings`; `overrides` replace
+    dependencies (app.dependency_overrides), e.g. api/deps.py's app_runtime."""
     app = build_app(settings)
+    app.dependency_overrides.update(overrides or {})
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:

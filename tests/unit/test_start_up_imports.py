@@ -20,15 +20,15 @@ def test_the_app_loads_without_the_deferred_modules() -> None:
 
 def test_the_supervisor_starts_its_processes_without_the_database_stack() -> None:
     """`memvm serve` with several HTTP processes never serves itself: it starts the worker and uvicorn."""
-    statement = "import memvm.cli, memvm.serving, memvm.worker, memvm.db.database"
+    statement = "import memvm.cli, memvm.cli.http_processes, memvm.cli.worker, memvm.db.database"
 
     assert modules_loaded_by(statement, ("sqlalchemy", "fastapi", "asyncpg", *DEFERRED_IMPORTS)) == []
 
 
 def test_the_supervisor_checks_before_listening_without_the_web_stack() -> None:
-    """It does load the database stack to check the database before anything listens (memvm.preflight),
+    """It does load the database stack to check the database before anything listens (memvm.cli.preflight),
     but neither the web framework nor the deferred modules: the HTTP processes load those."""
-    assert modules_loaded_by("import memvm.preflight", ("fastapi", "starlette", *DEFERRED_IMPORTS)) == []
+    assert modules_loaded_by("import memvm.cli.preflight", ("fastapi", "starlette", *DEFERRED_IMPORTS)) == []
 
 
 def test_the_background_thread_imports_every_deferred_module() -> None:

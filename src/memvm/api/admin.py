@@ -3,11 +3,11 @@ organization's key gets 403."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Path, Response
 
 from memvm.accounts import service
 from memvm.accounts.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead, OrganizationRead
-from memvm.api.auth import AdminDep
+from memvm.api.auth import AdminDep, GateDep
 from memvm.api.deps import TransactionDep
 from memvm.ids import id_pattern
 
@@ -16,12 +16,12 @@ ApiKeyId = Annotated[str, Path(pattern=id_pattern("apikey"), description="apikey
 
 
 @router.post("/api-keys", response_model=ApiKeyCreated)
-async def create_api_key(body: ApiKeyCreate, request: Request, admin: AdminDep, tx: TransactionDep) -> ApiKeyCreated:
+async def create_api_key(body: ApiKeyCreate, gate: GateDep, admin: AdminDep, tx: TransactionDep) -> ApiKeyCreated:
     """Create a key for an organization (created on first use). The secret `key` is in this response
     only. The first key ends local mode: from then on every request needs a key."""
     async with tx() as session:
         created = await service.create_key(session, body.organization, body.name)
-    request.app.state.gate.key_created()
+    gate.key_created()
     return created
 
 
@@ -33,12 +33,12 @@ async def list_api_keys(admin: AdminDep, tx: TransactionDep) -> list[ApiKeyRead]
 
 
 @router.delete("/api-keys/{key_id}", status_code=204)
-async def revoke_api_key(key_id: ApiKeyId, request: Request, admin: AdminDep, tx: TransactionDep) -> Response:
+async def revoke_api_key(key_id: ApiKeyId, gate: GateDep, admin: AdminDep, tx: TransactionDep) -> Response:
     """Revoke a key; this replica refuses it from the next request on, the others as soon as the
     revocation's NOTIFY reaches them (milliseconds)."""
     async with tx() as session:
         await service.revoke_key(session, key_id)
-    request.app.state.gate.key_revoked()
+    gate.key_revoked()
     return Response(status_code=204)
 
 

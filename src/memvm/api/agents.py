@@ -5,27 +5,28 @@ from fastapi import APIRouter, Depends, Query, Request
 from memvm.agents import service
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, TransactionDep, included_relations, page_params
+from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relations, page_params
 from memvm.api.schemas import CompactionResult, ContextWindowOverview, Deleted
 from memvm.db.pagination import PageRequest
-from memvm.runtime import maintenance
+from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.operations import context_window as window_operations
 
 router = APIRouter(prefix="/v1/agents", tags=["agents"])
 IncludeParam = Annotated[list[str] | None, Query(description="Relations to include, e.g. agent.blocks, agent.tags.")]
 
 
-def _embedding_in_reach(request: Request, fields: AgentFields) -> None:
+def _embedding_in_reach(runtime: RuntimeDeps, fields: AgentFields) -> None:
     """An embedding model this server cannot use (e.g. its vector size is unknown) would fail each of
     the agent's turns and archival inserts later: it is a 400 now, before anything is stored."""
     service.check_handles(fields)
     if fields.embedding is not None:
-        request.app.state.runtime.embedders.for_handle(fields.embedding)
+        runtime.embedders.for_handle(fields.embedding)
 
 
 @router.post("/", response_model=AgentRead)
-async def create_agent(body: AgentCreate, request: Request, caller: CallerDep, tx: TransactionDep) -> AgentRead:
+async def create_agent(body: AgentCreate, runtime: RuntimeDep, caller: CallerDep, tx: TransactionDep) -> AgentRead:
     """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
-    _embedding_in_reach(request, body)
+    _embedding_in_reach(runtime, body)
     async with tx() as session:
         agent = await service.create_agent(session, body, actor=caller.actor)
         [view] = await service.describe(session, [agent], include=None, new=True)
@@ -61,9 +62,9 @@ async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep
 
 
 @router.patch("/{agent_id}", response_model=AgentRead)
-async def update_agent(agent_id: AgentId, body: AgentUpdate, request: Request, tx: TransactionDep) -> AgentRead:
+async def update_agent(agent_id: AgentId, body: AgentUpdate, runtime: RuntimeDep, tx: TransactionDep) -> AgentRead:
     """Change an agent; `block_ids` replaces its blocks. Prompt-affecting changes recompile the prompt."""
-    _embedding_in_reach(request, body)
+    _embedding_in_reach(runtime, body)
     async with tx() as session:
         agent = await service.update_agent(session, agent_id, body)
         [view] = await service.describe(session, [agent], include=None)
@@ -86,21 +87,21 @@ async def recompile(agent_id: AgentId, tx: TransactionDep, update_timestamp: boo
 
 
 @router.get("/{agent_id}/context", response_model=ContextWindowOverview)
-async def context_window(agent_id: AgentId, request: Request, caller: CallerDep) -> dict[str, Any]:
+async def context_window(agent_id: AgentId, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """Token breakdown of the agent's context window: system, core memory, tools, summary, messages."""
-    return await maintenance.context_overview(request.app.state.runtime, caller, agent_id)
+    return await window_operations.context_overview(runtime, caller, agent_id)
 
 
 @router.post("/{agent_id}/summarize", response_model=CompactionResult)
-async def summarize(agent_id: AgentId, request: Request, caller: CallerDep) -> dict[str, Any]:
+async def summarize(agent_id: AgentId, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """Compact the context window now: older messages become one summary; history stays searchable."""
-    return await maintenance.summarize(request.app.state.runtime, caller, agent_id)
+    return await window_operations.summarize(runtime, caller, agent_id)
 
 
 @router.patch("/{agent_id}/reset-messages", response_model=AgentRead)
-async def reset_messages(agent_id: AgentId, request: Request, caller: CallerDep, tx: TransactionDep) -> AgentRead:
+async def reset_messages(agent_id: AgentId, runtime: RuntimeDep, caller: CallerDep, tx: TransactionDep) -> AgentRead:
     """Empty the context window; the conversation history stays stored and searchable."""
-    await maintenance.reset_messages(request.app.state.runtime, caller, agent_id)
+    await window_operations.reset_messages(runtime, caller, agent_id)
     async with tx() as session:
         agent = await service.get_agent(session, agent_id)
         [view] = await service.describe(session, [agent], include=None)

@@ -2,12 +2,12 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, TransactionDep, page_params
+from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
 from memvm.archives import service
 from memvm.archives.schemas import (
@@ -22,8 +22,8 @@ from memvm.archives.schemas import (
 from memvm.db.pagination import PageRequest
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.ids import id_pattern
-from memvm.runtime import archival
-from memvm.search.archival import MergedHit
+from memvm.runtime.operations import passages
+from memvm.search.passages import MergedHit
 
 router = APIRouter(tags=["archival memory"])
 ArchiveId = Annotated[str, Path(pattern=id_pattern("archive"), description="archive-<uuid4>")]
@@ -31,9 +31,9 @@ PassageId = Annotated[str, Path(pattern=id_pattern("passage"), description="pass
 
 
 @router.post("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
-async def insert_passage(agent_id: AgentId, body: PassageCreate, request: Request, caller: CallerDep) -> list[PassageRead]:
+async def insert_passage(agent_id: AgentId, body: PassageCreate, runtime: RuntimeDep, caller: CallerDep) -> list[PassageRead]:
     """Store a passage in the agent's archival memory (its default archive, created on first use)."""
-    return [PassageRead.of(p) for p in await archival.insert_for_agent(request.app.state.runtime, caller, agent_id, [body])]
+    return [PassageRead.of(p) for p in await passages.insert_for_agent(runtime, caller, agent_id, [body])]
 
 
 @router.get("/v1/agents/{agent_id}/archival-memory", response_model=list[PassageRead])
@@ -58,7 +58,7 @@ async def list_passages(
 @router.get("/v1/agents/{agent_id}/archival-memory/search", response_model=AgentPassageSearch)
 async def search_agent_passages(
     agent_id: AgentId,
-    request: Request,
+    runtime: RuntimeDep,
     caller: CallerDep,
     query: str,
     tags: Annotated[list[str] | None, Query()] = None,
@@ -76,7 +76,7 @@ async def search_agent_passages(
         start_datetime=start_datetime,
         end_datetime=end_datetime,
     )
-    hits, timezone = await archival.search_for_agent(request.app.state.runtime, caller, agent_id, filters)
+    hits, timezone = await passages.search_for_agent(runtime, caller, agent_id, filters)
     results = [
         AgentPassageHit(
             id=h.passage.id,
@@ -106,9 +106,9 @@ _NULL_ANSWER: dict[int | str, dict[str, Any]] = {
 
 
 @router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}", responses=_NULL_ANSWER)
-async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, request: Request, caller: CallerDep) -> None:
+async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, runtime: RuntimeDep, caller: CallerDep) -> None:
     """Share an archive with the agent; its embedding model must be the agent's."""
-    await archival.attach_for_agent(request.app.state.runtime, caller, agent_id, archive_id)
+    await passages.attach_for_agent(runtime, caller, agent_id, archive_id)
 
 
 @router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}", responses=_NULL_ANSWER)
@@ -150,7 +150,7 @@ _SEARCH_ANSWER: dict[int | str, dict[str, Any]] = {
 
 @router.post("/v1/passages/search", response_model=list[PassageSearchResult], responses=_SEARCH_ANSWER)
 async def search_all_passages(
-    body: PassageSearch, request: Request, response: Response, caller: CallerDep
+    body: PassageSearch, runtime: RuntimeDep, response: Response, caller: CallerDep
 ) -> list[PassageSearchResult]:
     """Search passages of an agent (agent_id), of one archive (archive_id), or of every archive of the
     organization, whatever embedding model each uses: the query is embedded once per model and each
@@ -167,8 +167,8 @@ async def search_all_passages(
         start_datetime=body.start_date,
         end_datetime=body.end_date,
     )
-    found = await archival.search_anywhere(
-        request.app.state.runtime, caller, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
+    found = await passages.search_anywhere(
+        runtime, caller, query=body.query, agent_id=body.agent_id, archive_id=body.archive_id, filters=filters
     )
     if found.unsearched:
         response.headers[UNSEARCHED_HEADER] = ", ".join(found.unsearched)
@@ -186,9 +186,9 @@ def _ranking(merged: MergedHit) -> dict[str, Any]:
 
 
 @router.post("/v1/archives/", response_model=ArchiveRead)
-async def create_archive(body: ArchiveCreate, request: Request, tx: TransactionDep) -> ArchiveRead:
+async def create_archive(body: ArchiveCreate, runtime: RuntimeDep, tx: TransactionDep) -> ArchiveRead:
     """Create an archive; its embedding model is fixed from now on."""
-    embedder = request.app.state.runtime.embedders.for_handle(body.embedding)
+    embedder = runtime.embedders.for_handle(body.embedding)
     async with tx() as session:
         return ArchiveRead.of(await service.create_archive(session, body, EmbeddingModel.of(embedder)))
 
@@ -235,21 +235,20 @@ async def list_archive_agents(archive_id: ArchiveId, tx: TransactionDep) -> list
 
 
 @router.post("/v1/archives/{archive_id}/passages", response_model=PassageRead)
-async def create_archive_passage(archive_id: ArchiveId, body: PassageCreate, request: Request, caller: CallerDep) -> PassageRead:
+async def create_archive_passage(
+    archive_id: ArchiveId, body: PassageCreate, runtime: RuntimeDep, caller: CallerDep
+) -> PassageRead:
     """Add one passage to an archive."""
-    [passage] = await archival.insert_into_archive(request.app.state.runtime, caller, archive_id, [body])
+    [passage] = await passages.insert_into_archive(runtime, caller, archive_id, [body])
     return PassageRead.of(passage)
 
 
 @router.post("/v1/archives/{archive_id}/passages/batch", response_model=list[PassageRead])
 async def create_archive_passages(
-    archive_id: ArchiveId, body: PassageBatchCreate, request: Request, caller: CallerDep
+    archive_id: ArchiveId, body: PassageBatchCreate, runtime: RuntimeDep, caller: CallerDep
 ) -> list[PassageRead]:
     """Add up to 1000 passages to an archive in one transaction."""
-    return [
-        PassageRead.of(p)
-        for p in await archival.insert_into_archive(request.app.state.runtime, caller, archive_id, body.passages)
-    ]
+    return [PassageRead.of(p) for p in await passages.insert_into_archive(runtime, caller, archive_id, body.passages)]
 
 
 @router.delete("/v1/archives/{archive_id}/passages/{passage_id}", status_code=204)

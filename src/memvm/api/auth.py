@@ -82,9 +82,19 @@ def presented_key(request: Request) -> str | None:
     return None
 
 
-async def authenticate(request: Request) -> Caller:
-    """Every route but /v1/health/ depends on this (main.py); FastAPI runs it once per request."""
+async def app_gate(request: Request) -> Gate:
+    """The process's gate, which the lifespan (main.py) puts on app.state. It is here, not with the
+    other app-state dependencies in api/deps.py, because authenticate needs it and deps.py needs
+    authenticate."""
     gate: Gate = request.app.state.gate
+    return gate
+
+
+GateDep = Annotated[Gate, Depends(app_gate)]
+
+
+async def authenticate(request: Request, gate: GateDep) -> Caller:
+    """Every route but /v1/health/ depends on this (main.py); FastAPI runs it once per request."""
     return await gate.caller(presented_key(request))
 
 

@@ -1,4 +1,5 @@
-"""Shared request dependencies: the unit of work, id path parameters, If-Match, pagination.
+"""Shared request dependencies: what the lifespan built (typed), the unit of work, id path
+parameters, If-Match, pagination.
 
 Every dependency is `async def`, even when it awaits nothing: FastAPI runs a plain `def` one in a
 worker thread, and that hop was a tenth of a block read's server time."""
@@ -10,7 +11,7 @@ from functools import partial
 from typing import Annotated, Literal, Protocol, TypeVar
 
 from fastapi import Depends, Header, Path, Query, Request, Response
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm.actors import Caller
 from memvm.api.auth import CallerDep
@@ -20,17 +21,33 @@ from memvm.db.uow import transaction
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.memory.rules import MAX_VERSION
+from memvm.runtime.loop.deps import RuntimeDeps
 
+
+# What the lifespan (main.py) puts on app.state, as typed dependencies: routes name the real classes
+# (mypy checks their use), and a test swaps one with app.dependency_overrides[app_runtime].
+async def app_runtime(request: Request) -> RuntimeDeps:
+    runtime: RuntimeDeps = request.app.state.runtime
+    return runtime
+
+
+async def app_sessionmaker(request: Request) -> async_sessionmaker[AsyncSession]:
+    sessionmaker: async_sessionmaker[AsyncSession] = request.app.state.sessionmaker
+    return sessionmaker
+
+
+RuntimeDep = Annotated[RuntimeDeps, Depends(app_runtime)]
+SessionmakerDep = Annotated[async_sessionmaker[AsyncSession], Depends(app_sessionmaker)]
 Transaction = Callable[[], AbstractAsyncContextManager[AsyncSession]]
 
 
-def transaction_in(request: Request, caller: Caller) -> Transaction:
+def transaction_in(sessionmaker: async_sessionmaker[AsyncSession], caller: Caller) -> Transaction:
     """Transactions in the caller's organization (the REST routes' and the console's)."""
-    return partial(transaction, request.app.state.sessionmaker, caller.organization_id)
+    return partial(transaction, sessionmaker, caller.organization_id)
 
 
-async def _transaction(request: Request, caller: CallerDep) -> Transaction:
-    return transaction_in(request, caller)
+async def _transaction(sessionmaker: SessionmakerDep, caller: CallerDep) -> Transaction:
+    return transaction_in(sessionmaker, caller)
 
 
 # `async with tx() as session:` — one transaction in the caller's organization, committed before the

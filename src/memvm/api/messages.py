@@ -2,58 +2,56 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from memvm.actors import Caller
-from memvm.agents import service as agents
+from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, TransactionDep
+from memvm.api.deps import AgentId, RuntimeDep, TransactionDep
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
-from memvm.messages import service
-from memvm.messages.letta_format import to_letta
 from memvm.messages.schemas import LettaResponse, SendRequest
 from memvm.runs.schemas import RunRead
-from memvm.runtime import background
-from memvm.runtime.background import follow, start_background
-from memvm.runtime.send import send
+from memvm.runtime.loop import background
+from memvm.runtime.loop.background import follow, start_background
+from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.loop.send import send
 
 router = APIRouter(tags=["messages"])
 _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 
 
 @router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse, responses=JSON_OR_EVENT_STREAM)
-async def send_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> Any:
+async def send_message(agent_id: AgentId, body: SendRequest, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
     if body.stream_tokens and not body.streaming:
         raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
-    events, ready = await _start(request, caller, agent_id, body)
+    events, ready = await _start(runtime, caller, agent_id, body)
     return _stream(events, ready, body) if body.streaming else await _collect(events)
 
 
 @router.post("/v1/agents/{agent_id}/messages/stream", response_class=StreamingResponse, responses=EVENT_STREAM)
-async def stream_message(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> StreamingResponse:
+async def stream_message(agent_id: AgentId, body: SendRequest, runtime: RuntimeDep, caller: CallerDep) -> StreamingResponse:
     """Send messages and stream the turn as Server-Sent Events (one event per stored message). With
     `background: true` the turn runs on even if this connection drops; resume with POST
     /v1/runs/{run_id}/stream and `starting_after` (each event carries its `seq_id`)."""
     if body.background:
-        runtime = request.app.state.runtime
         run = await start_background(runtime, caller, agent_id, body)
         events = follow(runtime, caller, run.id, starting_after=0, poll_seconds=0.1, batch=100)
         return StreamingResponse(sse(None, events), media_type="text/event-stream")
-    events, ready = await _start(request, caller, agent_id, body)
+    events, ready = await _start(runtime, caller, agent_id, body)
     return _stream(events, ready, body)
 
 
 @router.post("/v1/agents/{agent_id}/messages/async", response_model=RunRead)
-async def send_message_async(agent_id: AgentId, body: SendRequest, request: Request, caller: CallerDep) -> RunRead:
+async def send_message_async(agent_id: AgentId, body: SendRequest, runtime: RuntimeDep, caller: CallerDep) -> RunRead:
     """Queue the turn and answer with its run at once; poll GET /v1/runs/{id}, read
     /v1/runs/{id}/messages, or stream it with POST /v1/runs/{id}/stream."""
-    return RunRead.of(await start_background(request.app.state.runtime, caller, agent_id, body))
+    return RunRead.of(await start_background(runtime, caller, agent_id, body))
 
 
 class CancelRequest(BaseModel):
@@ -62,12 +60,12 @@ class CancelRequest(BaseModel):
 
 @router.post("/v1/agents/{agent_id}/messages/cancel", response_model=dict[str, str])
 async def cancel_runs(
-    agent_id: AgentId, request: Request, caller: CallerDep, body: CancelRequest | None = None
+    agent_id: AgentId, runtime: RuntimeDep, caller: CallerDep, body: CancelRequest | None = None
 ) -> dict[str, str]:
     """Stop the agent's active runs (or those of `run_ids`) at their next safe point, on whichever
     replica runs them: during a model call or between steps. Nothing of an unfinished step is kept;
     the run ends `cancelled`. Answers {run_id: "cancelled"} for each run asked to stop."""
-    asked = await background.cancel_runs(request.app.state.runtime, caller, agent_id, body.run_ids if body else None)
+    asked = await background.cancel_runs(runtime, caller, agent_id, body.run_ids if body else None)
     return dict.fromkeys(asked, "cancelled")
 
 
@@ -83,9 +81,8 @@ async def list_messages(
 ) -> list[dict[str, Any]]:
     """The agent's conversation history, one chronological page at a time."""
     async with tx() as session:
-        agent = await agents.get_agent(session, agent_id)
-        return await service.list_messages(
-            session, agent, limit=limit, order=order, before=before, after=after, types=include_return_message_types
+        return await letta_messages.of_agent(
+            session, agent_id, limit=limit, order=order, before=before, after=after, types=include_return_message_types
         )
 
 
@@ -95,18 +92,16 @@ async def retrieve_message(
 ) -> list[dict[str, Any]]:
     """One stored message, as the Letta messages it expands to."""
     async with tx() as session:
-        message = await service.get_message(session, message_id)
-        agent = await agents.get_agent(session, message.agent_id)
-    return to_letta(message, agent_type=agent.agent_type)
+        return await letta_messages.of_message(session, message_id)
 
 
 Events = AsyncGenerator[dict[str, Any], None]
 
 
-async def _start(request: Request, caller: Caller, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
+async def _start(runtime: RuntimeDeps, caller: Caller, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
     """The turn's events and its first one (a ping): an unknown or busy agent raises before the
     ping, as a plain HTTP error."""
-    events = send(request.app.state.runtime, caller, agent_id, body)
+    events = send(runtime, caller, agent_id, body)
     return events, await anext(events)
 
 

@@ -2,10 +2,11 @@
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Response
 
 from memvm.api.auth import CallerDep
-from memvm.runtime.model_catalog import chat_models, embedding_models
+from memvm.api.deps import RuntimeDep
+from memvm.runtime.operations.model_catalog import chat_models, embedding_models
 
 router = APIRouter(prefix="/v1/models", tags=["models"])
 # Set when the provider's own list could not be fetched: the answer then holds what memvm knows.
@@ -13,16 +14,16 @@ PROVIDER_ERRORS_HEADER = "x-memvm-provider-errors"
 
 
 @router.get("/", response_model=list[dict[str, Any]])
-async def list_models(request: Request, response: Response, caller: CallerDep) -> list[dict[str, Any]]:
+async def list_models(runtime: RuntimeDep, response: Response, caller: CallerDep) -> list[dict[str, Any]]:
     """Chat models: the provider's list (cached for a minute), the default model, and the handles your
     agents use. If the provider cannot be reached, the header x-memvm-provider-errors says so."""
-    entries, failure = await chat_models(request.app.state.runtime, caller)
+    entries, failure = await chat_models(runtime, caller)
     if failure is not None:
         response.headers[PROVIDER_ERRORS_HEADER] = failure.encode("ascii", "replace").decode()
     return entries
 
 
 @router.get("/embedding", response_model=list[dict[str, Any]])
-async def list_embedding_models(request: Request) -> list[dict[str, Any]]:
+async def list_embedding_models(runtime: RuntimeDep) -> list[dict[str, Any]]:
     """Embedding models: the offline local one, and the configured endpoint's well-known ones."""
-    return embedding_models(request.app.state.runtime)
+    return embedding_models(runtime)

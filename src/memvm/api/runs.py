@@ -3,25 +3,21 @@ resources read them. Every route sees only the caller's organization."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
-from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.agents import service as agents
+from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import TransactionDep, page_params
+from memvm.api.deps import RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, sse
-from memvm.db.pagination import PageRequest, page_of
+from memvm.db.pagination import PageRequest
 from memvm.ids import id_pattern
-from memvm.messages import service as messages
-from memvm.messages.letta_format import to_letta
-from memvm.orm import Message
 from memvm.runs import service as runs
 from memvm.runs.schemas import RunRead, RunUsage, StepRead
 from memvm.runs.service import RunFilter
-from memvm.runtime.background import follow
+from memvm.runtime.loop.background import follow
 
 router = APIRouter(tags=["runs"])
 RunId = Annotated[str, Path(pattern=id_pattern("run"), description="run-<uuid4>")]
@@ -80,8 +76,7 @@ async def run_usage(run_id: RunId, tx: TransactionDep) -> RunUsage:
 async def run_messages(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
     """What the run stored, as Letta messages, oldest first by default."""
     async with tx() as session:
-        run = await runs.get_run(session, run_id)
-        return await _letta(session, run.agent_id, page_of(await messages.of_run(session, run_id), page))
+        return await letta_messages.of_run(session, run_id, page)
 
 
 @router.get("/v1/runs/{run_id}/steps", response_model=list[StepRead])
@@ -110,13 +105,7 @@ async def retrieve_step(step_id: StepId, tx: TransactionDep) -> StepRead:
 async def step_messages(step_id: StepId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
     """What the step stored, as Letta messages."""
     async with tx() as session:
-        step = await runs.get_step(session, step_id)
-        return await _letta(session, step.agent_id, page_of(await messages.of_step(session, step_id), page))
-
-
-async def _letta(session: AsyncSession, agent_id: str, stored: list[Message]) -> list[dict[str, Any]]:
-    agent = await agents.get_agent(session, agent_id)
-    return [letta for message in stored for letta in to_letta(message, agent_type=agent.agent_type, include_compaction=True)]
+        return await letta_messages.of_step(session, step_id, page)
 
 
 _MAX_SEQ_ID = 2_147_483_647  # a run's event numbers are 32-bit integers
@@ -131,7 +120,7 @@ class RunStreamRequest(BaseModel):
 
 @router.post("/v1/runs/{run_id}/stream", response_class=StreamingResponse, responses=EVENT_STREAM)
 async def stream_run(
-    run_id: RunId, request: Request, caller: CallerDep, tx: TransactionDep, body: RunStreamRequest | None = None
+    run_id: RunId, runtime: RuntimeDep, caller: CallerDep, tx: TransactionDep, body: RunStreamRequest | None = None
 ) -> StreamingResponse:
     """A background run's events as Server-Sent Events: those stored after `starting_after` at once,
     then new ones as they come, until the run ends. A finished run replays completely."""
@@ -139,7 +128,7 @@ async def stream_run(
         await runs.get_run(session, run_id)  # an unknown run is a 404, before the stream starts
     options = body or RunStreamRequest()
     events = follow(
-        request.app.state.runtime,
+        runtime,
         caller,
         run_id,
         starting_after=options.starting_after,

@@ -1,12 +1,14 @@
 from typing import Literal
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.actors import Caller
 from memvm.api.auth import CallerDep
+from memvm.api.deps import RuntimeDep
 from memvm.api.schemas import MessageSearchResult, RankedMessageSearchResult, StoredMessage
-from memvm.runtime.recall import search_history
+from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.operations.message_search import search_history
 from memvm.search.conversation import MessageHit
 
 router = APIRouter(tags=["search"])
@@ -25,19 +27,19 @@ class MessageSearch(BaseModel):
 
 
 @router.post("/v1/messages/search", response_model=list[MessageSearchResult])
-async def search_messages(body: MessageSearch, request: Request, caller: CallerDep) -> list[MessageSearchResult]:
+async def search_messages(body: MessageSearch, runtime: RuntimeDep, caller: CallerDep) -> list[MessageSearchResult]:
     """Search stored messages (hybrid full text + meaning by default); best match first. Tool
     results are left out: the SDK's result types are system, user and assistant messages."""
     hits = await _search(
-        request, caller, body if body.roles else body.model_copy(update={"roles": ["user", "assistant", "system"]})
+        runtime, caller, body if body.roles else body.model_copy(update={"roles": ["user", "assistant", "system"]})
     )
     return [_listed(hit) for hit in hits]
 
 
 @router.post("/v1/agents/messages/search", response_model=list[RankedMessageSearchResult])
-async def search_messages_ranked(body: MessageSearch, request: Request, caller: CallerDep) -> list[RankedMessageSearchResult]:
+async def search_messages_ranked(body: MessageSearch, runtime: RuntimeDep, caller: CallerDep) -> list[RankedMessageSearchResult]:
     """Search stored messages with their ranks: fts_rank, vector_rank and the fused rrf_score."""
-    hits = await _search(request, caller, body)
+    hits = await _search(runtime, caller, body)
     return [
         RankedMessageSearchResult(
             embedded_text=hit.message.content,
@@ -50,9 +52,9 @@ async def search_messages_ranked(body: MessageSearch, request: Request, caller: 
     ]
 
 
-async def _search(request: Request, caller: Caller, body: MessageSearch) -> list[MessageHit]:
+async def _search(runtime: RuntimeDeps, caller: Caller, body: MessageSearch) -> list[MessageHit]:
     return await search_history(
-        request.app.state.runtime,
+        runtime,
         caller,
         query=body.query,
         agent_id=body.agent_id,

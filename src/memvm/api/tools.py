@@ -1,17 +1,18 @@
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, TransactionDep, page_params
+from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import ToolRunResponse, ToolSearchResult
 from memvm.db.pagination import PageRequest, page_of
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
-from memvm.runtime.tool_search import find_tools
+from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.operations.tool_search import find_tools
 from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
 from memvm.tools.schemas import ToolCreate, ToolRead, ToolRunRequest, ToolUpdate
@@ -56,29 +57,29 @@ async def count_tools(tx: TransactionDep, tool_filter: FilterDep) -> int:
 
 
 @router.post("/v1/tools/", response_model=ToolRead)
-async def create_tool(body: ToolCreate, request: Request, tx: TransactionDep) -> ToolRead:
+async def create_tool(body: ToolCreate, runtime: RuntimeDep, tx: TransactionDep) -> ToolRead:
     """Create a custom tool from Python source; its JSON schema is derived from the function's signature
     and Google-style docstring unless `json_schema` is given. The source is parsed, not run; its
     `pip_requirements` venv starts building at once."""
     async with tx() as session:
         tool = ToolRead.of(await service.create_tool(session, body))
-    return _preparing(request, tool)
+    return _preparing(runtime, tool)
 
 
 @router.put("/v1/tools/", response_model=ToolRead)
-async def upsert_tool(body: ToolCreate, request: Request, tx: TransactionDep) -> ToolRead:
+async def upsert_tool(body: ToolCreate, runtime: RuntimeDep, tx: TransactionDep) -> ToolRead:
     """Create a custom tool, or replace your organization's tool of the same function name."""
     async with tx() as session:
         tool = ToolRead.of(await service.upsert_tool(session, body))
-    return _preparing(request, tool)
+    return _preparing(runtime, tool)
 
 
 @router.post("/v1/tools/run", response_model=ToolRunResponse)
-async def run_tool_source(body: ToolRunRequest, request: Request) -> ToolRunResponse:
+async def run_tool_source(body: ToolRunRequest, runtime: RuntimeDep) -> ToolRunResponse:
     """Run a tool's source with arguments in the sandbox, for debugging; nothing is stored. The
     answer has the shape of a tool return message: status, return value, stdout and stderr."""
     result = await run_source(
-        request.app.state.runtime.sandbox,
+        runtime.sandbox,
         body.source_code,
         body.args,
         env=body.env_vars,
@@ -102,12 +103,12 @@ class ToolSearch(BaseModel):
 
 
 @router.post("/v1/tools/search", response_model=list[ToolSearchResult])
-async def search_tools(body: ToolSearch, request: Request, caller: CallerDep) -> list[ToolSearchResult]:
+async def search_tools(body: ToolSearch, runtime: RuntimeDep, caller: CallerDep) -> list[ToolSearchResult]:
     """Search your organization's tools and the built-ins by name, description, parameters, tags and
     source: hybrid (full text and meaning, fused by reciprocal rank) by default; best match first. A
     tool is found by meaning once the embedding worker has embedded it, shortly after it was saved."""
     hits = await find_tools(
-        request.app.state.runtime,
+        runtime,
         caller,
         query=body.query or "",
         mode=body.search_mode,
@@ -119,19 +120,19 @@ async def search_tools(body: ToolSearch, request: Request, caller: CallerDep) ->
 
 
 @router.patch("/v1/tools/{tool_id}", response_model=ToolRead)
-async def update_tool(tool_id: ToolId, body: ToolUpdate, request: Request, tx: TransactionDep) -> ToolRead:
+async def update_tool(tool_id: ToolId, body: ToolUpdate, runtime: RuntimeDep, tx: TransactionDep) -> ToolRead:
     """Change a custom tool; new source re-derives its name and schema. Built-in tools are read-only (403)."""
     async with tx() as session:
         tool = ToolRead.of(await service.update_tool(session, tool_id, body))
-    return _preparing(request, tool)
+    return _preparing(runtime, tool)
 
 
-def _preparing(request: Request, tool: ToolRead) -> ToolRead:
+def _preparing(runtime: RuntimeDeps, tool: ToolRead) -> ToolRead:
     """After the commit: wake the embedding worker (a changed tool waits for its search vector) and
     start building the tool's requirements venv, so its first call need not wait."""
-    request.app.state.runtime.embedding_wakeup.set()
+    runtime.embedding_wakeup.set()
     if tool.pip_requirements:
-        request.app.state.runtime.sandbox.prepare(pip_specifiers(tool.pip_requirements))
+        runtime.sandbox.prepare(pip_specifiers(tool.pip_requirements))
     return tool
 
 

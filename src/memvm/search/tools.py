@@ -13,9 +13,9 @@ from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Tool
-from memvm.search.archival import prefer_vector_index, same_model
 from memvm.search.conversation import CANDIDATES, QueryVector, SearchMode, query_lexemes
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
+from memvm.search.vector_index import prefer_vector_index, same_model
 
 
 @dataclass(frozen=True)

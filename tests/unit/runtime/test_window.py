@@ -1,6 +1,6 @@
 import pytest
 
-from memvm.runtime.window import choose_cut, over_budget
+from memvm.runtime.loop.window import choose_cut, over_budget
 
 
 @pytest.mark.parametrize(

@@ -5,8 +5,9 @@ from typing import Annotated, Any
 from fastapi import Form, Query, Request, Response
 from fastapi.responses import RedirectResponse
 
+from memvm.actors import Caller
 from memvm.agents import service as agents
-from memvm.api.auth import Gate
+from memvm.api.auth import GateDep
 from memvm.api.console.session import (
     PREFIX,
     SIGN_IN,
@@ -18,13 +19,15 @@ from memvm.api.console.session import (
     page,
     set_cookie,
 )
-from memvm.api.deps import AgentId
+from memvm.api.deps import AgentId, RuntimeDep
+from memvm.blocks.schemas import BlockRead
 from memvm.db.pagination import PageRequest
 from memvm.errors import Unauthenticated
 from memvm.memory.compiler import RenderMode
 from memvm.runs import service as runs
-from memvm.runtime import maintenance
-from memvm.runtime.models import context_window_of
+from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.loop.models import context_window_of
+from memvm.runtime.operations import context_window as window_operations
 
 router = console_router(PREFIX)
 AGENTS_PER_PAGE = 25
@@ -44,8 +47,7 @@ async def home() -> Response:
 
 
 @router.get("/sign-in")
-async def sign_in_form(request: Request) -> Response:
-    gate: Gate = request.app.state.gate
+async def sign_in_form(request: Request, gate: GateDep) -> Response:
     if not await gate.keys_required():  # local mode: nothing to sign in with
         response = RedirectResponse(f"{PREFIX}/agents", status_code=303)
         set_cookie(response, request, new_local_cookie())
@@ -54,8 +56,7 @@ async def sign_in_form(request: Request) -> Response:
 
 
 @router.post("/sign-in")
-async def sign_in(request: Request, key: Annotated[str, Form()]) -> Response:
-    gate: Gate = request.app.state.gate
+async def sign_in(request: Request, gate: GateDep, key: Annotated[str, Form()]) -> Response:
     key = key.strip()
     try:
         await gate.caller(key or None)
@@ -76,6 +77,7 @@ async def sign_out() -> Response:
 @router.get("/agents")
 async def agent_list(
     request: Request,
+    runtime: RuntimeDep,
     caller: ConsoleCaller,
     tx: ConsoleTx,
     q: Annotated[str, Query(max_length=200)] = "",
@@ -94,13 +96,12 @@ async def agent_list(
         prompt_tokens = await runs.latest_prompt_tokens(session, ids)
     overflow = len(found) > AGENTS_PER_PAGE
     has_older, has_newer = (before is not None, overflow) if backwards else (overflow, after is not None)
-    settings = request.app.state.runtime.settings
     rows = [
         {
             "agent": agent,
             "run": last_runs.get(agent.id),
             "used": prompt_tokens.get(agent.id),
-            "window": context_window_of(agent, settings),
+            "window": context_window_of(agent, runtime.settings),
         }
         for agent in shown
     ]
@@ -120,7 +121,7 @@ async def agent_list(
 async def agent_page(request: Request, agent_id: AgentId, caller: ConsoleCaller, tx: ConsoleTx) -> Response:
     async with tx() as session:
         agent = await agents.get_agent(session, agent_id)
-        blocks = await agents.agent_blocks(session, agent_id)
+        blocks = [BlockRead.of(block) for block in await agents.agent_blocks(session, agent_id)]
         last_run = (await runs.latest_runs(session, [agent_id])).get(agent_id)
     return page(
         request,
@@ -144,21 +145,21 @@ async def prompt_view(request: Request, agent_id: AgentId, tx: ConsoleTx, mode: 
 
 
 @router.get("/agents/{agent_id}/context")
-async def context_view(request: Request, agent_id: AgentId, caller: ConsoleCaller) -> Response:
-    return page(request, "_context.html", agent_id=agent_id, **await _context(request, caller, agent_id))
+async def context_view(request: Request, runtime: RuntimeDep, agent_id: AgentId, caller: ConsoleCaller) -> Response:
+    return page(request, "_context.html", agent_id=agent_id, **await _context(runtime, caller, agent_id))
 
 
 @router.post("/agents/{agent_id}/compact")
-async def compact_now(request: Request, agent_id: AgentId, caller: ConsoleCaller) -> Response:
+async def compact_now(request: Request, runtime: RuntimeDep, agent_id: AgentId, caller: ConsoleCaller) -> Response:
     """Summarize the older messages now (as POST /v1/agents/{id}/summarize)."""
-    result = await maintenance.summarize(request.app.state.runtime, caller, agent_id)
+    result = await window_operations.summarize(runtime, caller, agent_id)
     notice = f"Compacted: {result['num_messages_before']} messages in the window before, {result['num_messages_after']} after."
-    context = await _context(request, caller, agent_id)
+    context = await _context(runtime, caller, agent_id)
     return page(request, "_context.html", agent_id=agent_id, notice=notice, **context)
 
 
-async def _context(request: Request, caller: ConsoleCaller, agent_id: str) -> dict[str, Any]:
-    overview = await maintenance.context_overview(request.app.state.runtime, caller, agent_id)
+async def _context(runtime: RuntimeDeps, caller: Caller, agent_id: str) -> dict[str, Any]:
+    overview = await window_operations.context_overview(runtime, caller, agent_id)
     window = overview["context_window_size_max"]
     parts = [(name, overview[key]) for name, key in CONTEXT_PARTS]
     return {"context_parts": parts, "context_used": overview["context_window_size_current"], "context_window": window}

@@ -13,15 +13,16 @@ from fastapi import Form, Header, Path, Query, Request, Response
 from fastapi.responses import StreamingResponse
 
 from memvm.actors import Caller
+from memvm.agents import letta_messages
 from memvm.agents import service as agents
 from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page, templates
-from memvm.api.deps import AgentId
+from memvm.api.deps import AgentId, RuntimeDep
 from memvm.errors import NotFound
 from memvm.ids import id_pattern
-from memvm.messages import service as messages
 from memvm.messages.schemas import SendRequest
 from memvm.runs import service as runs
-from memvm.runtime.background import cancel_runs, follow, start_background
+from memvm.runtime.loop.background import cancel_runs, follow, start_background
+from memvm.runtime.loop.deps import RuntimeDeps
 
 router = console_router(f"{PREFIX}/agents/{{agent_id}}")
 MESSAGES_PER_PAGE = 50
@@ -43,8 +44,8 @@ async def timeline(
     the block cards nobody is editing (static/console.js)."""
     async with tx() as session:
         agent = await agents.get_agent(session, agent_id)
-        found = await messages.list_messages(
-            session, agent, limit=MESSAGES_PER_PAGE, order="desc", before=before, after=None, types=None
+        found = await letta_messages.of_agent(
+            session, agent_id, limit=MESSAGES_PER_PAGE, order="desc", before=before, after=None, types=None
         )
         run_of = await runs.runs_by_ids(session, sorted({m["run_id"] for m in found if m.get("run_id")}))
     groups = [
@@ -62,14 +63,17 @@ async def timeline(
 
 
 @router.post("/messages")
-async def send_message(request: Request, agent_id: AgentId, caller: ConsoleCaller, text: Annotated[str, Form()]) -> Response:
+async def send_message(
+    request: Request, runtime: RuntimeDep, agent_id: AgentId, caller: ConsoleCaller, text: Annotated[str, Form()]
+) -> Response:
     """Start the turn in the background and answer with the live view that follows it."""
-    return await _start(request, caller, agent_id, SendRequest(input=text), sent=text)
+    return await _start(request, runtime, caller, agent_id, SendRequest(input=text), sent=text)
 
 
 @router.post("/approvals")
 async def answer_approval(
     request: Request,
+    runtime: RuntimeDep,
     agent_id: AgentId,
     caller: ConsoleCaller,
     tool_call_id: Annotated[str, Form(max_length=200)],
@@ -79,20 +83,20 @@ async def answer_approval(
     """Approve or deny one waiting tool call; the turn goes on (as an `approval` message does)."""
     answer = {"type": "approval", "tool_call_id": tool_call_id, "approve": decision == "approve", "reason": reason or None}
     body = SendRequest.model_validate({"messages": [{"type": "approval", "approvals": [answer]}]})
-    return await _start(request, caller, agent_id, body, sent=f"{decision.capitalize()} {tool_call_id}")
+    return await _start(request, runtime, caller, agent_id, body, sent=f"{decision.capitalize()} {tool_call_id}")
 
 
 @router.post("/cancel")
-async def cancel(request: Request, agent_id: AgentId, caller: ConsoleCaller) -> Response:
+async def cancel(request: Request, runtime: RuntimeDep, agent_id: AgentId, caller: ConsoleCaller) -> Response:
     """Stop the agent's active runs (as POST /v1/agents/{id}/messages/cancel)."""
-    asked = await cancel_runs(request.app.state.runtime, caller, agent_id, None)
+    asked = await cancel_runs(runtime, caller, agent_id, None)
     message = f"Asked {len(asked)} run(s) to stop." if asked else "No run of this agent is active."
     return page(request, "_flash.html", message=message, kind="notice")
 
 
 @router.get("/runs/{run_id}/stream")
 async def stream_run(
-    request: Request,
+    runtime: RuntimeDep,
     agent_id: AgentId,
     run_id: RunId,
     caller: ConsoleCaller,
@@ -105,13 +109,15 @@ async def stream_run(
         run = await runs.get_run(session, run_id)
     if run.agent_id != agent_id:
         raise NotFound(f"Run {run_id!r} is not a run of agent {agent_id!r}.")
-    events = follow(request.app.state.runtime, caller, run_id, starting_after=last_event_id, poll_seconds=0.1, batch=100)
+    events = follow(runtime, caller, run_id, starting_after=last_event_id, poll_seconds=0.1, batch=100)
     return StreamingResponse(_fragments(events), media_type="text/event-stream", headers={"cache-control": "no-store"})
 
 
-async def _start(request: Request, caller: Caller, agent_id: str, body: SendRequest, *, sent: str) -> Response:
+async def _start(
+    request: Request, runtime: RuntimeDeps, caller: Caller, agent_id: str, body: SendRequest, *, sent: str
+) -> Response:
     """`sent`: what the operator sent, shown at once above the streamed reply."""
-    run = await start_background(request.app.state.runtime, caller, agent_id, body)
+    run = await start_background(runtime, caller, agent_id, body)
     return page(request, "_live.html", agent_id=agent_id, run=run, sent=sent)
 
 

@@ -15,10 +15,9 @@ from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_
 from memvm.api.deps import AgentId, BlockId
 from memvm.blocks import history
 from memvm.blocks import service as blocks
-from memvm.blocks.schemas import BlockHistoryEntry, BlockUpdate, HistoryPage
+from memvm.blocks.schemas import BlockHistoryEntry, BlockRead, BlockUpdate, HistoryPage
 from memvm.errors import InvalidInput, LimitExceeded, NotFound, PreconditionFailed
 from memvm.memory.rules import MAX_VERSION
-from memvm.orm import Block
 
 router = console_router(f"{PREFIX}/agents/{{agent_id}}/blocks/{{block_id}}")
 VERSIONS_PER_PAGE = 20
@@ -50,7 +49,8 @@ async def edit_block(
     try:
         async with tx() as session:
             await _attached(session, agent_id, block_id)
-            block = await blocks.update_block(session, block_id, BlockUpdate(value=value), if_match=version, actor=caller.actor)
+            edited = await blocks.update_block(session, block_id, BlockUpdate(value=value), if_match=version, actor=caller.actor)
+            block = BlockRead.of(edited)
     except PreconditionFailed:
         async with tx() as session:
             current = await _attached(session, agent_id, block_id)
@@ -128,9 +128,9 @@ def _reload() -> Response:
     return Response(status_code=204, headers={"hx-refresh": "true"})
 
 
-async def _attached(session: AsyncSession, agent_id: str, block_id: str) -> Block:
+async def _attached(session: AsyncSession, agent_id: str, block_id: str) -> BlockRead:
     """The block, if it is one of the agent's (the console shows a block within its agent)."""
     for block in await agents.agent_blocks(session, agent_id):
         if block.id == block_id:
-            return block
+            return BlockRead.of(block)
     raise NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")

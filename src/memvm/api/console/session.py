@@ -22,8 +22,8 @@ from fastapi.routing import APIRoute
 from fastapi.templating import Jinja2Templates
 
 from memvm.actors import Caller
-from memvm.api.auth import Gate
-from memvm.api.deps import Transaction, transaction_in
+from memvm.api.auth import GateDep
+from memvm.api.deps import SessionmakerDep, Transaction, transaction_in
 from memvm.api.errors import describe_problems, status_of
 from memvm.api.storable import storable_input
 from memvm.errors import DomainError, Forbidden, Unauthenticated
@@ -76,8 +76,7 @@ def clear_cookie(response: Response) -> None:
     response.delete_cookie(COOKIE, path=PREFIX)
 
 
-async def console_caller(request: Request) -> Caller:
-    gate: Gate = request.app.state.gate
+async def console_caller(request: Request, gate: GateDep) -> Caller:
     cookie = request.cookies.get(COOKIE)
     if cookie is None:
         raise SignInRequired
@@ -90,8 +89,8 @@ async def console_caller(request: Request) -> Caller:
 ConsoleCaller = Annotated[Caller, Depends(console_caller)]
 
 
-async def _console_transaction(request: Request, caller: ConsoleCaller) -> Transaction:
-    return transaction_in(request, caller)
+async def _console_transaction(sessionmaker: SessionmakerDep, caller: ConsoleCaller) -> Transaction:
+    return transaction_in(sessionmaker, caller)
 
 
 # As TransactionDep of the REST routes: one transaction in the signed-in organization.

@@ -8,13 +8,13 @@ from pydantic import BaseModel, ValidationError
 
 from memvm.agents import service as agents
 from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page
-from memvm.api.deps import AgentId
+from memvm.api.deps import AgentId, RuntimeDep
 from memvm.archives import service as archives
 from memvm.archives.schemas import PassageCreate, SearchFilters
 from memvm.db.pagination import PageRequest
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
-from memvm.runtime import archival
+from memvm.runtime.operations import passages
 from memvm.tools import service as tools
 
 router = console_router(f"{PREFIX}/agents/{{agent_id}}")
@@ -29,6 +29,7 @@ Valid = TypeVar("Valid", bound=BaseModel)
 @router.get("/archival")
 async def archival_view(
     request: Request,
+    runtime: RuntimeDep,
     agent_id: AgentId,
     caller: ConsoleCaller,
     tx: ConsoleTx,
@@ -45,7 +46,7 @@ async def archival_view(
     hits = None
     if query.strip():
         filters = _filters(query, tags, tag_match_mode, start, end, top_k)
-        found, _ = await archival.search_for_agent(request.app.state.runtime, caller, agent_id, filters)
+        found, _ = await passages.search_for_agent(runtime, caller, agent_id, filters)
         hits = [(hit.passage, hit.relevance) for hit in found]
     return await _archival_page(request, agent_id, tx, form=form, hits=hits)
 
@@ -53,6 +54,7 @@ async def archival_view(
 @router.post("/archival")
 async def insert_passage(
     request: Request,
+    runtime: RuntimeDep,
     agent_id: AgentId,
     caller: ConsoleCaller,
     tx: ConsoleTx,
@@ -60,7 +62,7 @@ async def insert_passage(
     tags: Annotated[str, Form(max_length=2000)] = "",
 ) -> Response:
     item = _valid(PassageCreate, text=text.replace("\r\n", "\n"), tags=_tag_list(tags))
-    [stored] = await archival.insert_for_agent(request.app.state.runtime, caller, agent_id, [item])
+    [stored] = await passages.insert_for_agent(runtime, caller, agent_id, [item])
     return await _archival_page(request, agent_id, tx, notice=f"Stored passage {stored.id}.")
 
 

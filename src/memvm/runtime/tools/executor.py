@@ -12,7 +12,7 @@ from memvm.ids import new_id
 from memvm.llm.types import ToolCall
 from memvm.orm import Message
 from memvm.prompts.service import recompiles_dropped_on_error
-from memvm.runtime.tools import archival_tools, conversation_tools, memory_command, memory_tools
+from memvm.runtime.tools import archival_memory_tools, conversation_tools, memory_command, memory_tools
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.outcome import ToolOutcome, clip
@@ -32,8 +32,8 @@ HANDLERS: dict[str, Handler] = {
     "memory_finish_edits": memory_tools.memory_finish_edits,
     "memory_apply_patch": memory_tools.memory_apply_patch,
     "memory": memory_command.memory,
-    "archival_memory_insert": archival_tools.archival_memory_insert,
-    "archival_memory_search": archival_tools.archival_memory_search,
+    "archival_memory_insert": archival_memory_tools.archival_memory_insert,
+    "archival_memory_search": archival_memory_tools.archival_memory_search,
 }
 
 

@@ -1,0 +1,146 @@
+"""`memvm worker`: the embedding queue's consumer as a process of its own.
+
+`memvm serve` starts one beside itself by default (MEMVM_EMBEDDING_PROCESS), so embedding the
+turns' messages never shares the server's event loop or its CPU priority: the worker runs niced, and
+a request never waits for it. Scaled out, replicas may run with MEMVM_EMBEDDING_WORKER=false and
+one or more `memvm worker` processes alone against MEMVM_DATABASE_URL; they share the queue (rows
+are claimed with SKIP LOCKED). The queue itself is in `search/embedding_queue.py`.
+"""
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from memvm.cli.database import embedded_database_held
+from memvm.cli.options import Commands, settings_of
+from memvm.config import Settings
+from memvm.processes import configure_logging, end_with_parent
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+log = logging.getLogger("memvm.worker")
+
+NICENESS = 10  # below the server's requests, above nothing else on the box
+STOP_GRACE_SECONDS = 15.0
+
+
+def add_commands(commands: Commands) -> None:
+    worker = commands.add_parser(
+        "worker", help="embed stored messages in the background, alone (`memvm serve` starts one itself by default)"
+    )
+    worker.set_defaults(run=_worker_command)
+
+
+def _worker_command(args: argparse.Namespace) -> int:
+    from memvm.db.database import resolve_database
+
+    settings = settings_of(args)
+    configure_logging(settings.log_level)
+    advice = "`memvm serve` runs its own embedding worker (MEMVM_EMBEDDING_PROCESS); one alone needs MEMVM_DATABASE_URL."
+    if embedded_database_held(settings, advice):
+        return 1
+    return serve_worker(resolve_database(settings).url, settings)
+
+
+async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
+    """Once the schema is migrated, drain the queue until `stop` is set; the batch in progress is
+    finished first."""
+    # Imported here, in the worker process: `memvm serve` imports this module only to start that
+    # process, and loading the database stack for it would delay the server's start by most of a second.
+    from memvm.db.engine import build_engine, build_sessionmaker
+    from memvm.embeddings.registry import EmbedderRegistry
+    from memvm.search.embedding_queue import EmbeddingWorker
+
+    engine = build_engine(database_url, settings)
+    embedders = EmbedderRegistry.from_settings(settings)
+    # No in-process wakeup reaches another process: an idle worker polls the queue.
+    worker = EmbeddingWorker(build_sessionmaker(engine), embedders, asyncio.Event(), poll_seconds=settings.embedding_poll_seconds)
+    try:
+        if await _schema_migrated(engine, stop, settings.embedding_poll_seconds):
+            worker.start()
+            await stop.wait()
+    finally:
+        await worker.stop()
+        await embedders.aclose()
+        await engine.dispose()
+
+
+async def _schema_migrated(engine: "AsyncEngine", stop: asyncio.Event, poll_seconds: float) -> bool:
+    """Wait until the schema is at this code's revision (a worker may start before whatever migrates
+    a new database: the server, or `memvm db upgrade`); False if stopped first."""
+    from memvm.db.engine import database_unreachable
+    from memvm.db.migrate import migration_plan
+
+    said = False
+    while not stop.is_set():
+        try:
+            plan = await migration_plan(engine)
+        except Exception as error:
+            if not database_unreachable(error):
+                raise
+            state = "the database is unreachable"
+        else:
+            if plan.up_to_date:
+                if said:
+                    log.info("the database schema is at %s now; embedding", plan.target)
+                return True
+            state = f"it is at {plan.current or 'no revision yet'}, this worker needs {plan.target}"
+        if not said:
+            log.info("waiting for the database schema (%s); `memvm serve` or `memvm db upgrade` migrates it", state)
+            said = True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), poll_seconds)
+    return False
+
+
+def serve_worker(database_url: str, settings: Settings) -> int:
+    """The `memvm worker` process: lower CPU priority, ends on SIGTERM or SIGINT."""
+    _lower_priority()
+
+    async def until_signalled() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        log.info("embedding worker running (pid %d, niceness %d)", os.getpid(), os.nice(0))
+        await run_worker(database_url, settings, stop)
+
+    asyncio.run(until_signalled())
+    return 0
+
+
+def start_worker_process(database_url: str) -> subprocess.Popen[bytes]:
+    """`memvm worker` as a child of this process, on the same database; it gets SIGTERM if this
+    process dies without stopping it (kill -9 included)."""
+    env = {**os.environ, "MEMVM_DATABASE_URL": database_url}
+    command = [sys.executable, "-c", "import sys; from memvm.cli import main; sys.exit(main(['worker']))"]
+    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, preexec_fn=_in_the_child)  # noqa: PLW1509
+
+
+def stop_worker_process(process: "subprocess.Popen[bytes]") -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(STOP_GRACE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def _in_the_child() -> None:
+    """Before exec (Linux): SIGTERM when the parent dies; niced from the start (its imports too)."""
+    end_with_parent(signal.SIGTERM)
+    _lower_priority()
+
+
+def _lower_priority() -> None:
+    with contextlib.suppress(OSError):
+        os.nice(max(0, NICENESS - os.nice(0)))
