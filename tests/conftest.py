@@ -12,6 +12,7 @@ import asyncpg
 import httpx
 import pytest
 import uvicorn
+from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm.config import Settings
@@ -24,7 +25,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.search.embedding_queue import embed_pending
 from memvm.tools.service import sync_builtin_tools
 from tests.support.api import app_client, build_app
-from tests.support.pg import TEMPLATE_DB, admin_execute, asyncpg_dsn, with_database
+from tests.support.pg import TEMPLATE_DB, PgProxy, admin_execute, asyncpg_dsn, with_database
 from tests.support.scripted_llm import ScriptedLLM
 from tests.support.serve import free_port
 
@@ -96,6 +97,15 @@ async def db(database_url: str) -> AsyncIterator[asyncpg.Connection]:
     connection = await asyncpg.connect(**asyncpg_dsn(database_url))
     yield connection
     await connection.close()
+
+
+@pytest.fixture
+async def proxy(server_url: str, database_url: str) -> AsyncIterator[PgProxy]:
+    """A relay to the test's database that the test can cut, hold and bring back (tests/support/pg.py)."""
+    relay = PgProxy(server_url, make_url(database_url).database)
+    await relay.start()
+    yield relay
+    await relay.stop()
 
 
 @pytest.fixture

@@ -95,6 +95,14 @@ class Settings(BaseSettings):
     # so that the process limit counts that call's processes alone.
     tool_sandbox_first_uid: int = Field(200_000, ge=1000)
 
+    # The built-in web tools (they run in the server, not the sandbox). fetch_webpage refuses addresses
+    # that are not public (loopback, private, link-local…) unless allowed: a model must not reach the
+    # server's own network. web_search needs a SearxNG-style backend (GET <url>?q=…&format=json).
+    web_fetch_allow_private: bool = False
+    web_fetch_timeout_seconds: float = Field(10.0, gt=0, description="Connect, read and whole-fetch timeout.")
+    web_fetch_max_bytes: int = Field(2 * 1024 * 1024, ge=1024, description="A page's body is read up to this size.")
+    web_search_url: str | None = Field(None, description="SearxNG-style JSON search endpoint, e.g. http://127.0.0.1:8888/search.")
+
     @field_validator("database_url")
     @classmethod
     def _require_asyncpg(cls, url: str | None) -> str | None:

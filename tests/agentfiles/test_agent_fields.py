@@ -8,6 +8,7 @@ import json
 import pytest
 
 from tests.support.agent_fields import EXPECTED, MASKED, VARIABLES, letta_export, shown, variables, with_every_field
+from tests.support.agentfiles import export_file, import_one
 
 # memvm's own settings, which a Letta file cannot carry: set over the API, carried by memvm's export.
 MEMVM_SETTINGS = {
@@ -16,21 +17,6 @@ MEMVM_SETTINGS = {
     "embedding": "openai/text-embedding-3-small",
     "embedding_config": {"embedding_endpoint_type": "openai", "embedding_model": "text-embedding-3-small", "embedding_dim": 1536},
 }
-
-
-async def import_one(client, file: dict, **form: str) -> dict:
-    """The agent as GET /v1/agents/{id} shows it after importing `file`."""
-    content = json.dumps(file).encode()
-    response = await client.post("/v1/agents/import", files={"file": ("agent.af", content, "application/json")}, data=form)
-    assert response.status_code == 200, response.text
-    [agent_id] = response.json()["agent_ids"]
-    return (await client.get(f"/v1/agents/{agent_id}")).json()
-
-
-async def export_file(client, agent_id: str, *, legacy: bool) -> dict:
-    response = await client.get(f"/v1/agents/{agent_id}/export", params={"use_legacy_format": str(legacy).lower()})
-    assert response.status_code == 200, response.text
-    return response.json()
 
 
 @pytest.mark.parametrize("legacy", [False, True], ids=["current-format", "legacy-format"])

@@ -157,16 +157,16 @@ async def test_unsupported_parts_are_listed_as_skipped(client):
     file = json.loads((FIXTURES / "letta-0.16.8-sample.af").read_text())
     file["groups"] = [{"id": "group-0", "agent_ids": ["agent-0"]}]
     file["mcp_servers"] = [{"id": "mcp_server-0", "server_name": "files"}]
-    file["tools"].append({"id": "tool-9", "tool_type": "letta_builtin", "name": "web_search"})
+    file["tools"].append({"id": "tool-9", "tool_type": "letta_builtin", "name": "run_code"})
     file["agents"][0]["tool_ids"].append("tool-9")
-    file["agents"][0]["tool_rules"].append({"type": "continue_loop", "tool_name": "web_search"})
+    file["agents"][0]["tool_rules"].append({"type": "continue_loop", "tool_name": "run_code"})
 
     response = await upload(client, json.dumps(file).encode())
     skipped = {item["part"]: item for item in response.json()["skipped"]}
 
     assert response.status_code == 200, response.text
-    assert skipped["groups"]["count"] == 1 and "mcp_servers" in skipped and "tool web_search" in skipped
-    assert any("web_search" in part and "rule" in part for part in skipped)
+    assert skipped["groups"]["count"] == 1 and "mcp_servers" in skipped and "tool run_code" in skipped
+    assert any("run_code" in part and "rule" in part for part in skipped)
 
 
 async def test_what_is_not_an_agent_file_is_a_400(client, db):

@@ -89,6 +89,16 @@ async def test_patch_rederives_from_new_source_and_delete_removes(client):
     assert deleted.status_code == 204 and gone.status_code == 404
 
 
+async def test_create_and_put_store_the_metadata_the_network_opt_in_lives_in(client):
+    network = {"sandbox": {"network": True}}
+    created = (await client.post("/v1/tools/", json={"source_code": WEATHER, "metadata": network})).json()
+    kept = (await client.put("/v1/tools/", json={"source_code": WEATHER_V2})).json()
+    replaced = (await client.put("/v1/tools/", json={"source_code": WEATHER, "metadata_": {"owner": "ops"}})).json()
+
+    assert created["metadata"] == network and kept["metadata"] == network
+    assert replaced["metadata"] == {"owner": "ops"}
+
+
 async def test_builtin_tools_are_read_only(client):
     builtin = (await client.get("/v1/tools/", params={"name": "memory_replace"})).json()[0]
 

@@ -2,11 +2,9 @@
 database that cannot be reached at all."""
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
@@ -14,7 +12,6 @@ from memvm.config import Settings
 from memvm.db.engine import SESSION_SETTINGS, build_engine, build_lock_engine, build_sessionmaker, database_unreachable
 from memvm.db.uow import transaction
 from tests.support.api import app_client
-from tests.support.pg import PgProxy
 
 TERMINATE_OTHERS = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -44,14 +41,6 @@ async def test_an_idle_connection_the_database_dropped_is_replaced_before_use(se
     """Pinged after sitting idle, or (no ping yet) seen closed at checkout: either way no request fails."""
     settings = settings.model_copy(update={"db_idle_ping_seconds": idle_ping_seconds, "embedding_worker": False})
     assert await kill_pool_then_request(settings, db) == [200, 200]
-
-
-@pytest.fixture
-async def proxy(server_url, database_url) -> AsyncIterator[PgProxy]:
-    relay = PgProxy(server_url, make_url(database_url).database)
-    await relay.start()
-    yield relay
-    await relay.stop()
 
 
 async def backend_pid(sessionmaker) -> int:

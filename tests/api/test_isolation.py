@@ -63,6 +63,7 @@ UNSCOPED = {
     ("PUT", "/v1/tools/"),
     ("POST", "/v1/tools/run"),  # runs the source it is given; reads and writes nothing stored
     ("POST", "/v1/tools/search"),  # B's tools and the built-ins (tests/api/test_tool_search.py too)
+    ("POST", "/v1/tools/add-base-tools"),  # the shared built-ins; changes nothing
     ("GET", "/v1/runs/"),
     ("GET", "/v1/steps/"),
     ("GET", "/v1/models/"),  # the provider's models, the default, and the handles of B's own agents

@@ -22,6 +22,9 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/agents/{agent_id}/context"),
     ("POST", "/v1/agents/{agent_id}/summarize"),
     ("PATCH", "/v1/agents/{agent_id}/reset-messages"),
+    ("GET", "/v1/agents/{agent_id}/secrets"),
+    ("GET", "/v1/agents/{agent_id}/mcp-servers"),
+    ("GET", "/v1/agents/{agent_id}/repositories"),
     # core_memory.py (its `{block_label:path}` routes are documented as `{block_label}`)
     ("GET", "/v1/agents/{agent_id}/core-memory/blocks"),
     ("GET", "/v1/agents/{agent_id}/core-memory/blocks/{block_label}"),
@@ -54,6 +57,7 @@ EXPECTED_OPERATIONS = {
     ("POST", "/v1/tools/"),
     ("PUT", "/v1/tools/"),
     ("POST", "/v1/tools/run"),
+    ("POST", "/v1/tools/add-base-tools"),
     ("POST", "/v1/tools/search"),
     ("PATCH", "/v1/tools/{tool_id}"),
     ("DELETE", "/v1/tools/{tool_id}"),

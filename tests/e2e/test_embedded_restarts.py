@@ -4,11 +4,13 @@ exiting), and stopping it stops whichever postmaster serves its data dir, also o
 outside and after earlier servers were killed."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import asyncpg
@@ -21,7 +23,16 @@ from memvm.db.embedded import start_embedded_postgres
 from memvm.db.postmaster import stop_serving_postmaster
 from memvm.db.root_postgres import POSTGRES_SYSTEM_USER, shared_binaries
 from tests.support.pg import asyncpg_dsn
-from tests.support.serve import STOP_TIMEOUT, Served, assert_postgres_stopped, child_env, free_port, postmaster_pid, serve
+from tests.support.serve import (
+    STOP_TIMEOUT,
+    Served,
+    assert_postgres_stopped,
+    child_env,
+    free_port,
+    memvm_command,
+    postmaster_pid,
+    serve,
+)
 
 CYCLES = 3  # CI; the heavy variant runs the issue's ten
 RECONNECTED_WITHIN = 15.0
@@ -110,30 +121,73 @@ print("started", flush=True)
 """
 
 
-async def test_a_start_waits_until_the_killed_postmasters_backends_are_gone(data_dir: Path) -> None:
-    """As PostgreSQL judges a stale lock file: not while a process of the old server still holds its
-    shared memory (here a backend held stopped across the postmaster's kill -9)."""
-    pg_dir = data_dir / "pg"
+@contextlib.asynccontextmanager
+async def killed_postmaster_with_a_held_backend(pg_dir: Path) -> AsyncIterator[Callable[[], None]]:
+    """The server on `pg_dir`, its postmaster killed while one backend is held stopped: that backend
+    still holds the old server's shared memory until it is let go (the function this yields)."""
     url = start_embedded_postgres(pg_dir, keep_data=False)  # this process's: stopped at its exit, if still running
     connection = await asyncpg.connect(**asyncpg_dsn(url))
     backend = await connection.fetchval("SELECT pg_backend_pid()")
     os.kill(backend, signal.SIGSTOP)
     os.kill(postmaster_pid(pg_dir), signal.SIGKILL)
-    restart = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", RESTART, str(pg_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
-    )
     try:
-        await asyncio.sleep(3.0)
-        waited = restart.returncode is None  # the backend still holds the old server's shared memory
-        os.kill(backend, signal.SIGCONT)  # it notices its postmaster is gone, and exits
-        output = (await asyncio.wait_for(restart.communicate(), timeout=30))[0].decode()
+        yield lambda: os.kill(backend, signal.SIGCONT)  # it notices its postmaster is gone, and exits
     finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(backend, signal.SIGCONT)
         connection.terminate()
-        if restart.returncode is None:
-            restart.kill()
-            await restart.wait()
         stop_serving_postmaster(pg_dir)
+
+
+async def test_a_start_waits_until_the_killed_postmasters_backends_are_gone(data_dir: Path) -> None:
+    """As PostgreSQL judges a stale lock file: not while a process of the old server still holds its
+    shared memory (here a backend held stopped across the postmaster's kill -9)."""
+    pg_dir = data_dir / "pg"
+    async with killed_postmaster_with_a_held_backend(pg_dir) as let_go:
+        restart = await asyncio.create_subprocess_exec(
+            sys.executable, "-c", RESTART, str(pg_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        try:
+            await asyncio.sleep(3.0)
+            waited = restart.returncode is None  # the backend still holds the old server's shared memory
+            let_go()
+            output = (await asyncio.wait_for(restart.communicate(), timeout=30))[0].decode()
+        finally:
+            if restart.returncode is None:
+                restart.kill()
+                await restart.wait()
 
     assert waited, output
     assert "for the previous PostgreSQL" in output and "to finish exiting" in output, output
     assert restart.returncode == 0 and "started" in output, output
+
+
+async def test_ctrl_c_while_serve_waits_for_the_old_postmaster_ends_it_in_one_line(data_dir: Path) -> None:
+    async with killed_postmaster_with_a_held_backend(data_dir / "pg"):
+        serve = await asyncio.create_subprocess_exec(
+            *memvm_command("serve", "--port", str(free_port())),
+            env=child_env(MEMVM_DATA_DIR=str(data_dir)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            said = await asyncio.wait_for(_read_until(serve, b"waiting up to"), timeout=30)
+            serve.send_signal(signal.SIGINT)
+            output = (said + (await asyncio.wait_for(serve.communicate(), timeout=30))[0]).decode()
+        finally:
+            if serve.returncode is None:
+                serve.kill()
+                await serve.wait()
+
+    assert serve.returncode == 130, output
+    assert "memvm: interrupted" in output and "Traceback" not in output, output
+
+
+async def _read_until(process: asyncio.subprocess.Process, mark: bytes) -> bytes:
+    assert process.stdout is not None
+    seen = b""
+    while mark not in seen:
+        line = await process.stdout.readline()
+        assert line, seen.decode()  # it ended before saying so
+        seen += line
+    return seen

@@ -4,7 +4,6 @@ run to its end; a run left `running` by a dead process is failed by the next tur
 
 import asyncio
 import json
-import time
 
 from memvm.runtime.loop.turn_lock import RUN_CLAIM_CLASS
 from tests.support.api import app_client, create_agent
@@ -26,13 +25,13 @@ async def test_async_returns_the_run_at_once_and_the_turn_runs_on(client, llm):
     agent = await create_agent(client, **MODEL)
     llm.reply(tool_calls=[("memory_insert", {"label": "human", "new_string": "Likes tea"})], delay=1.5).reply("Noted.")
 
-    started = time.monotonic()
     queued = await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "I like tea"})
-    answered_in = time.monotonic() - started
+    # Not timed (a loaded machine is slow): the model holds its first answer 1.5 s, so a run that is not
+    # finished when the POST answers shows that the POST did not wait for the turn.
     run = await wait_finished(client, queued.json()["id"])
     messages = (await client.get(f"/v1/runs/{run['id']}/messages")).json()
 
-    assert queued.status_code == 200 and answered_in < 1.0
+    assert queued.status_code == 200
     assert queued.json()["status"] in ("created", "running") and queued.json()["background"] is True
     assert run["status"] == "completed" and run["stop_reason"] == "end_turn"
     assert [m["message_type"] for m in messages][-1] == "assistant_message" and messages[-1]["content"] == "Noted."

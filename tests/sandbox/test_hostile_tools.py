@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from memvm.config import Settings
-from memvm.sandbox.runner import Sandbox
 from tests.support.api import app_client
+from tests.support.sandbox import require_sandbox
 
 TIMEOUT = 2.0
 SERVER_SECRET = "server-only-secret-4f1c"
@@ -29,17 +29,6 @@ async def sandboxed(settings: Settings, tmp_path: Path):
     await require_sandbox(tuned)
     async with app_client(tuned) as client:
         yield client, data_dir
-
-
-async def require_sandbox(settings: Settings) -> None:
-    """These tests fail, not skip, where the sandbox cannot run: a skip would hide a broken sandbox.
-    A host without user namespaces sets MEMVM_TESTS_WITHOUT_SANDBOX=1 to skip them knowingly."""
-    probe = Sandbox(settings)
-    await probe.probe()
-    if probe.unavailable is not None:
-        if os.environ.get("MEMVM_TESTS_WITHOUT_SANDBOX") == "1":
-            pytest.skip(f"this host cannot run the bubblewrap sandbox: {probe.unavailable}")
-        pytest.fail(f"the bubblewrap sandbox cannot run here: {probe.unavailable}")
 
 
 async def run(client: httpx.AsyncClient, body: str, **args) -> dict:

@@ -1,11 +1,16 @@
 """The message embedding queue: shared by workers without double work, and crash-safe."""
 
 import asyncio
+import contextlib
+
+from sqlalchemy import event
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.config import Settings
+from memvm.db.engine import build_engine, build_sessionmaker
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.ids import new_id
-from memvm.search.embedding_queue import embed_pending
+from memvm.search.embedding_queue import EmbeddingWorker, embed_pending
 from tests.support.api import app_client, create_agent
 
 
@@ -86,3 +91,56 @@ async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismat
     assert accepted.status_code == 200 and accepted.json()["embedding"] == "openai/text-embedding-3-small"
     assert context["num_messages_pending_embedding"] == 1
     assert await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL AND embed_attempts = 0") == 1
+
+
+class StallingEmbedder:
+    """Embeds instantly, in OpenAI's size (the batch write is megabytes), and then makes the relay
+    stall a little way into what is sent next: the batch write."""
+
+    model, dim = "openai/text-embedding-3-small", 1536
+
+    def __init__(self, proxy):
+        self.proxy, self.stalled = proxy, False
+
+    def for_handle(self, handle):
+        return self
+
+    async def embed(self, texts):
+        if not self.stalled:
+            self.stalled = True
+            self.proxy.hold_client_writes(after_bytes=65536)
+        return [[(n + 1) / self.dim] * self.dim for n in range(len(texts))]
+
+
+def writes_paused(transport) -> bool:
+    """asyncio pauses a protocol's writing while its transport holds more than the high-water mark."""
+    return transport.get_write_buffer_size() > transport.get_write_buffer_limits()[1]
+
+
+async def test_a_batch_write_cut_off_while_paused_fails_and_the_worker_embeds_once_the_database_is_back(proxy, db):
+    """asyncpg's executemany waited for its paused writes to resume on a connection already lost, which
+    they never do: one outage at that moment stopped the worker's embedding for good."""
+    await add_agent_with_messages(db, 64)
+    engine = build_engine(proxy.url, Settings())
+    transports = []
+    event.listen(engine.sync_engine, "connect", lambda dbapi, _: transports.append(dbapi.driver_connection._transport))
+    worker = EmbeddingWorker(build_sessionmaker(engine), StallingEmbedder(proxy), asyncio.Event(), poll_seconds=0.05)
+    worker.start()
+    try:
+        async with asyncio.timeout(10):
+            while not any(writes_paused(transport) for transport in transports):
+                await asyncio.sleep(0.01)
+        await proxy.stop()  # the database goes away mid-write
+        await proxy.start()
+        # The cut-off batch's claim expires (CLAIM_TIMEOUT_SECONDS), so the worker takes the rows again.
+        await db.execute("UPDATE message SET embed_claimed_at = embed_claimed_at - interval '1 hour'")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                while await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL"):
+                    await asyncio.sleep(0.05)
+        dims = await db.fetch("SELECT embedding_dim, count(*) FROM message GROUP BY 1")
+    finally:
+        await worker.stop(grace_seconds=1)  # a hung batch write is cancelled
+        await engine.dispose()
+
+    assert [tuple(row) for row in dims] == [(1536, 64)]

@@ -103,3 +103,18 @@ def _message(agent_id: str, index: int, role: str, text: str | None, at: datetim
         "tool_call_id": None,
         "tool_returns": [],
     }
+
+
+async def import_one(client, file: dict, **form: str) -> dict:
+    """The agent as GET /v1/agents/{id} shows it after importing `file`."""
+    content = json.dumps(file).encode()
+    response = await client.post("/v1/agents/import", files={"file": ("agent.af", content, "application/json")}, data=form)
+    assert response.status_code == 200, response.text
+    [agent_id] = response.json()["agent_ids"]
+    return (await client.get(f"/v1/agents/{agent_id}")).json()
+
+
+async def export_file(client, agent_id: str, *, legacy: bool) -> dict:
+    response = await client.get(f"/v1/agents/{agent_id}/export", params={"use_legacy_format": str(legacy).lower()})
+    assert response.status_code == 200, response.text
+    return response.json()

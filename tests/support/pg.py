@@ -4,6 +4,7 @@ import asyncio
 import contextlib
 import os
 import tempfile
+from collections.abc import Awaitable, Callable
 
 import asyncpg
 from alembic import command
@@ -15,6 +16,7 @@ from memvm.db.migrate import alembic_config
 
 # The migrated database every test database is cloned from (CREATE DATABASE ... TEMPLATE).
 TEMPLATE_DB = "memvm_template"
+_CHUNK = 65536
 
 
 def with_database(url: str, database: str) -> str:
@@ -50,6 +52,8 @@ class PgProxy:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._held_closes: asyncio.Event | None = None
+        self._client_bytes_before_hold: int | None = None
+        self._held_client_writes = asyncio.Event()
 
     async def start(self) -> None:
         self._server = await asyncio.start_unix_server(self._relay, self._socket)
@@ -60,6 +64,12 @@ class PgProxy:
         the two, held open."""
         self._held_closes = asyncio.Event()
 
+    def hold_client_writes(self, after_bytes: int) -> None:
+        """Once clients have sent `after_bytes` more bytes, the relay stops reading what they send,
+        until stop(): a database that stalls mid-statement. What a client writes then backs up, in the
+        kernel and then in its own transport, which pauses its writing."""
+        self._client_bytes_before_hold = after_bytes
+
     async def stop(self) -> None:
         """Refuse new connections (the socket is removed) and cut the open ones."""
         assert self._server is not None
@@ -68,6 +78,9 @@ class PgProxy:
         self._server.close()
         for writer in list(self._writers):
             writer.transport.abort()
+        self._client_bytes_before_hold = None
+        self._held_client_writes.set()  # the held relays end: their connections are cut
+        self._held_client_writes = asyncio.Event()
         await self._server.wait_closed()
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self._socket)
@@ -76,9 +89,9 @@ class PgProxy:
         server_reader, server_writer = await asyncio.open_unix_connection(self._target)
         self._writers |= {client_writer, server_writer}
 
-        async def pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        async def pipe(read: Callable[[], Awaitable[bytes]], writer: asyncio.StreamWriter) -> None:
             try:
-                while data := await reader.read(65536):
+                while data := await read():
                     writer.write(data)
                     await writer.drain()
             except ConnectionError:
@@ -89,9 +102,26 @@ class PgProxy:
                 writer.transport.abort()
 
         try:
-            await asyncio.gather(pipe(client_reader, server_writer), pipe(server_reader, client_writer))
+            await asyncio.gather(
+                pipe(lambda: self._read_from_client(client_reader), server_writer),
+                pipe(lambda: server_reader.read(_CHUNK), client_writer),
+            )
         finally:
             self._writers -= {client_writer, server_writer}
+
+    async def _read_from_client(self, reader: asyncio.StreamReader) -> bytes:
+        """The next chunk a client sent; once hold_client_writes' budget is spent, nothing more until
+        stop() ends the connection."""
+        left = self._client_bytes_before_hold
+        if left is None:
+            return await reader.read(_CHUNK)
+        if left == 0:
+            await self._held_client_writes.wait()
+            raise ConnectionResetError("the relay was stopped")
+        data = await reader.read(min(_CHUNK, left))
+        if self._client_bytes_before_hold is not None:  # not stopped meanwhile
+            self._client_bytes_before_hold -= len(data)
+        return data
 
 
 async def migrate_to(url: str, revision: str) -> None:

@@ -138,7 +138,7 @@ def _plan_tool(plan: ImportPlan, tool: FileTool) -> None:
         return
     fields = tool.model_dump(
         include={"source_code", "description", "json_schema", "args_json_schema", "return_char_limit", "tags"}
-        | {"pip_requirements", "default_requires_approval", "enable_parallel_execution"},
+        | {"pip_requirements", "default_requires_approval", "enable_parallel_execution", "metadata"},
         exclude_none=True,
     )
     create = _validated(plan, where, ToolCreate, fields)

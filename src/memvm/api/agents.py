@@ -3,10 +3,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memvm.agents import service
-from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
+from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate, SecretRead
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relations, page_params
-from memvm.api.schemas import CompactionResult, ContextWindowOverview, Deleted
+from memvm.api.schemas import AgentRepositories, CompactionResult, ContextWindowOverview, Deleted
 from memvm.db.pagination import PageRequest
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations import context_window as window_operations
@@ -106,3 +106,27 @@ async def reset_messages(agent_id: AgentId, runtime: RuntimeDep, caller: CallerD
         agent = await service.get_agent(session, agent_id)
         [view] = await service.describe(session, [agent], include=None)
     return view
+
+
+@router.get("/{agent_id}/secrets", response_model=list[SecretRead])
+async def list_secrets(agent_id: AgentId, tx: TransactionDep) -> list[SecretRead]:
+    """The names of the variables the agent's tools get (`secrets`), by name; values are never shown."""
+    async with tx() as session:
+        agent = await service.get_agent(session, agent_id)
+    return [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)]
+
+
+@router.get("/{agent_id}/mcp-servers", response_model=list[dict[str, Any]])
+async def list_mcp_servers(agent_id: AgentId, tx: TransactionDep) -> list[dict[str, Any]]:
+    """The agent's MCP servers: always none, as memvm does not connect to MCP servers (yet)."""
+    async with tx() as session:
+        await service.get_agent(session, agent_id)
+    return []
+
+
+@router.get("/{agent_id}/repositories", response_model=AgentRepositories)
+async def list_repositories(agent_id: AgentId, tx: TransactionDep) -> AgentRepositories:
+    """Code repositories linked to the agent (Letta Code asks): always none on memvm."""
+    async with tx() as session:
+        await service.get_agent(session, agent_id)
+    return AgentRepositories(repositories=[])

@@ -17,6 +17,19 @@ class Deleted(BaseModel):
     message: str
 
 
+class AgentRepository(BaseModel):
+    """A code repository linked to an agent (Letta Code's shape); memvm links none."""
+
+    id: str
+    name: str
+    is_primary: bool
+    permissions: list[str]
+
+
+class AgentRepositories(BaseModel):
+    repositories: list[AgentRepository]
+
+
 class LettaMessage(BaseModel):
     """One member of the Letta message union; `message_type` says which (user_message,
     assistant_message, reasoning_message, tool_call_message, tool_return_message, …) and which

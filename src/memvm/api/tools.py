@@ -15,6 +15,7 @@ from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations.tool_search import find_tools
 from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
+from memvm.tools.builtin import BUILTIN_SPECS
 from memvm.tools.schemas import ToolCreate, ToolRead, ToolRunRequest, ToolUpdate
 from memvm.tools.service import ToolFilter
 
@@ -72,6 +73,15 @@ async def upsert_tool(body: ToolCreate, runtime: RuntimeDep, tx: TransactionDep)
     async with tx() as session:
         tool = ToolRead.of(await service.upsert_tool(session, body))
     return _preparing(runtime, tool)
+
+
+@router.post("/v1/tools/add-base-tools", response_model=list[ToolRead])
+async def add_base_tools(tx: TransactionDep) -> list[ToolRead]:
+    """Letta upserts its base tools here. memvm's built-ins are kept current by the server at start
+    and shared read-only, so nothing changes: the answer is the list of them."""
+    async with tx() as session:
+        builtins = await service.tools_named(session, list(BUILTIN_SPECS))
+    return [ToolRead.of(builtins[name]) for name in BUILTIN_SPECS if name in builtins]
 
 
 @router.post("/v1/tools/run", response_model=ToolRunResponse)

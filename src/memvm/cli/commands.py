@@ -20,6 +20,9 @@ def main(argv: list[str] | None = None) -> int:
     except EmbeddedPostgresError as error:  # any command that opens the embedded database: one line, no traceback
         print(f"memvm: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C before a server runs (uvicorn handles it once one does)
+        print("memvm: interrupted", file=sys.stderr)
+        return 130
     return code
 
 

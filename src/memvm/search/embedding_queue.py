@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy import DateTime, String, TextClause, bindparam, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from memvm import metrics
@@ -55,11 +56,20 @@ def _queue(table: str, predicate: str, *, text_column: str, handle: str, order: 
             FOR UPDATE SKIP LOCKED)
         RETURNING q.id, q.{text_column}, {handle}, q.{stored_at}, q.embed_claimed_at
     """)
-    # SQL, not an ORM update: a vector is not an edit, so a tool's updated_at stays as it was.
+    # SQL, not an ORM update: a vector is not an edit, so a tool's updated_at stays as it was. One
+    # statement for the whole batch, not one per row: asyncpg's executemany waits for its paused
+    # writes to resume even once the connection is lost, so a database cut off mid-batch hung the
+    # worker for good; a single statement fails with the connection.
     store = text(f"""
-        UPDATE {table} SET embedding = :vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
-        WHERE id = :key AND embed_claimed_at = :claimed_at
-    """).bindparams(bindparam("vector", type_=Vector()))
+        UPDATE {table} AS q
+        SET embedding = v.vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
+        FROM unnest(:keys, :claimed_at, :vectors) AS v(id, claimed_at, vector)
+        WHERE q.id = v.id AND q.embed_claimed_at = v.claimed_at
+    """).bindparams(
+        bindparam("keys", type_=ARRAY(String())),
+        bindparam("claimed_at", type_=ARRAY(DateTime(timezone=True))),
+        bindparam("vectors", type_=ARRAY(Vector(), dimensions=1)),
+    )
     depth = text(f"SELECT count(*) FROM {table} WHERE {predicate} AND embed_claimed_at IS NULL")
     return EmbeddingQueue(claim, depth, store)
 
@@ -117,20 +127,23 @@ async def _embed(
 ) -> None:
     embedder = embedders.for_handle(handle)
     vectors = await embedder.embed([content for _, content, _ in batch])
-    values = [
-        {"key": row_id, "claimed_at": claimed_at, "vector": vector, "model": embedder.model, "dim": embedder.dim}
-        for (row_id, _, claimed_at), vector in zip(batch, vectors, strict=True)
-    ]
+    if len(vectors) != len(batch):  # unnest would pad the shorter array with NULLs
+        raise ValueError(f"the embedder returned {len(vectors)} vectors for {len(batch)} texts")
+    values = {
+        "keys": [row_id for row_id, _, _ in batch],
+        "claimed_at": [claimed_at for _, _, claimed_at in batch],
+        "vectors": vectors,
+        "model": embedder.model,
+        "dim": embedder.dim,
+    }
     async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-        connection = await session.connection()
-        await connection.execute(queue.store, values)
+        await session.execute(queue.store, values)
 
 
 class EmbeddingWorker:
     """The queues' consumer in this replica. It drains them, then sleeps until woken (a turn stored
     messages, a tool was saved) or `poll_seconds` pass (rows written by another replica, or left behind by a
-    crash). `stop` lets the batch in progress finish: cancelling asyncpg in the middle of a
-    multi-row write can leave its connection waiting for the rest of the rows forever."""
+    crash). `stop` lets the batch in progress finish: cut off, its rows would wait for their claim to expire."""
 
     def __init__(
         self,

@@ -164,6 +164,22 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
                 ["command"],
             ),
         ),
+        ToolSpec(
+            "web_search",
+            "Search the web. Returns the top results as JSON: title, url and a snippet of each.",
+            _object(
+                {
+                    "query": _string("What to search for."),
+                    "num_results": {"type": "integer", "minimum": 1, "maximum": 20, "description": "Results wanted (default 5)."},
+                },
+                ["query"],
+            ),
+        ),
+        ToolSpec(
+            "fetch_webpage",
+            "Fetch a web page (http or https) and return its readable text.",
+            _object({"url": _string("The page's full URL, e.g. https://example.com/docs.")}, ["url"]),
+        ),
     ]
 }
 
@@ -183,7 +199,12 @@ TOOL_TYPES = {
     "memory_finish_edits": "letta_sleeptime_core",
     "archival_memory_insert": "letta_core",
     "archival_memory_search": "letta_core",
+    "web_search": "letta_builtin",
+    "fetch_webpage": "letta_builtin",
 }
+
+# Built-ins that reach the network: they run before the step's transaction opens, as custom tools do.
+WEB_TOOLS = frozenset({"web_search", "fetch_webpage"})
 
 # Tool arguments whose text must be embedded before the step's transaction opens.
 EMBEDDED_ARGUMENTS = {"archival_memory_insert": "content", "archival_memory_search": "query", "conversation_search": "query"}

@@ -32,6 +32,11 @@ class ToolFields(BaseModel):
     default_requires_approval: bool | None = None
     enable_parallel_execution: bool | None = None
     source_type: Literal["python"] | None = None
+    metadata: dict[str, Any] | None = Field(
+        None,
+        validation_alias=AliasChoices("metadata", "metadata_"),
+        description='{"sandbox": {"network": true}} lets the tool\'s calls reach the network.',
+    )
 
 
 class ToolCreate(ToolFields):
@@ -40,7 +45,6 @@ class ToolCreate(ToolFields):
 
 class ToolUpdate(ToolFields):
     source_code: str | None = Field(None, min_length=1, max_length=MAX_SOURCE_CHARS)
-    metadata: dict[str, Any] | None = Field(None, validation_alias=AliasChoices("metadata", "metadata_"))
 
 
 class ToolRead(BaseModel):

@@ -97,8 +97,6 @@ async def update_tool(session: AsyncSession, tool_id: str, data: ToolUpdate) -> 
     if data.source_code is not None or data.json_schema is not None:
         schema = _schema(data.source_code or tool.source_code or "", data.json_schema)
     _apply(tool, data, schema)
-    if data.metadata is not None:
-        tool.metadata_ = data.metadata
     await flush_or_conflict(session, _NAME_INDEX, f"Your organization already has a tool named {tool.name!r}.")
     return tool
 
@@ -129,6 +127,8 @@ def _apply(tool: Tool, data: ToolCreate | ToolUpdate, schema: dict[str, Any] | N
         value = getattr(data, field)
         if value is not None:
             setattr(tool, field, value)
+    if data.metadata is not None:
+        tool.metadata_ = data.metadata
     if data.pip_requirements is not None:
         tool.pip_requirements = [requirement.model_dump(exclude_none=True) for requirement in data.pip_requirements]
     tool.source_type = "python"

@@ -14,6 +14,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.models import ModelSource, ProviderModels
 from memvm.runtime.loop.turn_lock import agent_turn_lock
+from memvm.runtime.tools.web import WebTools
 from memvm.sandbox.runner import Sandbox
 
 
@@ -40,6 +41,11 @@ class RuntimeDeps:
         told otherwise; the event is set if the lock is lost."""
         wait = self.settings.turn_lock_timeout_seconds if timeout_seconds is None else timeout_seconds
         return agent_turn_lock(self.turn_lock_engine, organization_id, agent_id, timeout_seconds=wait)
+
+    @property
+    def web_tools(self) -> WebTools:
+        """The web built-ins (fetch_webpage, web_search) under this process's settings."""
+        return WebTools.of(self.settings)
 
     def in_background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run `work` as a task of this process, kept until it ends; the lifespan cancels what is left

@@ -137,6 +137,7 @@ class Turn:
                 env=agent.tool_secrets,
                 network=wants_network(agent.metadata_),
                 snapshot=lambda: agent_state(deps.sessionmaker, agent),
+                web=deps.web_tools,
             ),
             embedding=EmbeddingModel.of(embedder),
         )

@@ -1,5 +1,6 @@
 """Custom tools: their calls run in the sandbox before the step's transaction opens (a call may
-take seconds, and no transaction or row lock is held meanwhile); the step then stores their
+take seconds, and no transaction or row lock is held meanwhile), and so do the web built-ins'
+(runtime/tools/web.py), in the server; the step then stores their
 outcomes with everything else. Calls run one after another, in the order the model made them."""
 
 import dataclasses
@@ -16,8 +17,10 @@ from memvm.llm.types import ToolCall, ToolSpec
 from memvm.orm import Agent, Tool
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.outcome import ToolOutcome, clip
+from memvm.runtime.tools.web import WebTools
 from memvm.sandbox.calls import ToolRun, ToolRunResult
 from memvm.sandbox.runner import Sandbox
+from memvm.tools.builtin import WEB_TOOLS
 from memvm.tools.source_schema import derive_schema, takes_agent_state
 
 Snapshot = Callable[[], Awaitable[dict[str, Any]]]
@@ -85,14 +88,19 @@ class CustomCalls:
     env: Mapping[str, str]
     network: bool  # the agent opted in for all its tools
     snapshot: Snapshot  # the agent as its tools see it (`agent_state`), read when first needed
+    web: WebTools  # the built-ins that reach the network run here too, outside the transaction
 
     async def run(self, calls: Sequence[ToolCall], offered: frozenset[str]) -> dict[str, ToolOutcome]:
-        """Outcomes by tool call id, for the calls of custom tools that were offered this step."""
+        """Outcomes by tool call id, for the calls of custom tools and web tools offered this step."""
         outcomes: dict[str, ToolOutcome] = {}
         agent_state: dict[str, Any] | None = None
         for call in calls:
             tool = self.tools.get(call.name)
-            if tool is None or call.name not in offered:
+            if call.name not in offered:
+                continue
+            if tool is None:
+                if call.name in WEB_TOOLS:
+                    outcomes[call.id] = await self.web.run(call)
                 continue
             if tool.takes_agent_state and agent_state is None:
                 agent_state = await self.snapshot()
