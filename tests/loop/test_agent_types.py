@@ -1,5 +1,6 @@
 import json
 
+from memvm.tools.builtin import BUILTIN_SPECS
 from tests.support.api import create_agent
 
 
@@ -52,7 +53,7 @@ async def test_default_tools_per_agent_type_and_tools_api(client, llm):
 
     assert [t["name"] for t in v1_tools] == ["conversation_search", "memory_replace", "memory_insert"]
     assert [t["name"] for t in v2_tools] == ["send_message", "conversation_search", "memory_replace", "memory_insert", "memory"]
-    assert len(all_tools) == 12 and all(t["id"].startswith("tool-") for t in all_tools)
+    assert sorted(t["name"] for t in all_tools) == sorted(BUILTIN_SPECS) and all(t["id"].startswith("tool-") for t in all_tools)
     memory = next(t for t in all_tools if t["name"] == "memory")
     assert memory["json_schema"]["parameters"]["properties"]["command"]["enum"][0] == "view"
 
