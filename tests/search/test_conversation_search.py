@@ -1,6 +1,5 @@
 """Hybrid conversation search and the embedding queue, with the real offline model."""
 
-import asyncio
 import json
 from datetime import UTC
 
@@ -10,6 +9,7 @@ from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.ids import new_id
 from memvm.search.conversation import MAX_LEXEMES, query_lexemes
 from tests.support.api import create_agent
+from tests.support.embedding import wait_embedded
 
 KEYWORD_ONLY = "Order XJ9000 shipped on Tuesday."
 MEANING_ONLY = "My daughter has started taking violin classes."
@@ -35,14 +35,6 @@ async def add_messages(db, agent_id, texts, role="user", created_at=None):
         )
 
 
-async def wait_embedded(db, timeout=30.0):
-    for _ in range(int(timeout / 0.1)):
-        if await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL AND kind = 'message'") == 0:
-            return
-        await asyncio.sleep(0.1)
-    raise AssertionError("messages were not embedded by the background worker")
-
-
 async def search(client, **body):
     response = await client.post("/v1/agents/messages/search", json=body)
     assert response.status_code == 200, response.text
@@ -52,7 +44,7 @@ async def search(client, **body):
 async def test_hybrid_finds_what_fulltext_and_vector_each_miss(client, db):
     agent = await create_agent(client)
     await add_messages(db, agent["id"], [KEYWORD_ONLY, MEANING_ONLY, *DISTRACTORS])
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
     query = "XJ9000 kid music lessons"
 
     fts = await search(client, query=query, agent_id=agent["id"], search_mode="fts", limit=2)
@@ -125,7 +117,7 @@ async def test_role_and_date_filters_and_limit(client, db):
     await add_messages(db, agent["id"], ["I adopted a cat named Miso."], role="user", created_at=_day("2024-01-10"))
     await add_messages(db, agent["id"], ["Miso the cat sounds lovely."], role="assistant", created_at=_day("2024-03-10"))
     await add_messages(db, agent["id"], [f"cat fact {n}" for n in range(12)], role="user")
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
 
     users = await search(client, query="cat Miso", agent_id=agent["id"], roles=["user"], limit=20)
     assistant = await search(client, query="cat Miso", agent_id=agent["id"], roles=["assistant"])
@@ -141,7 +133,7 @@ async def test_role_and_date_filters_and_limit(client, db):
 async def test_sdk_search_route_shape(client, db):
     agent = await create_agent(client)
     await add_messages(db, agent["id"], ["The launch code word is pineapple."])
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
 
     response = await client.post(
         "/v1/messages/search", json={"query": "what is the secret word?", "agent_id": agent["id"], "limit": 3}
@@ -156,7 +148,7 @@ async def test_search_is_scoped_to_the_agent(client, db):
     mine = await create_agent(client)
     other = await create_agent(client)
     await add_messages(db, other["id"], ["Secret recipe uses saffron."])
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
 
     results = await search(client, query="saffron recipe", agent_id=mine["id"])
 
@@ -168,7 +160,7 @@ async def test_turn_messages_are_embedded_after_commit(client, llm, db):
     llm.reply("Noted: you live in Lisbon.")
 
     await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "I moved to Lisbon last year"})
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
 
     rows = await db.fetch("SELECT role, embedding_model, embedding_dim FROM message ORDER BY seq")
     assert [(r["role"], r["embedding_model"], r["embedding_dim"]) for r in rows] == [
@@ -180,7 +172,7 @@ async def test_turn_messages_are_embedded_after_commit(client, llm, db):
 async def test_conversation_search_tool_uses_meaning(client, llm, db):
     agent = await create_agent(client, model="openai/scripted-model")
     await add_messages(db, agent["id"], [MEANING_ONLY, *DISTRACTORS])
-    await wait_embedded(db)
+    await wait_embedded(db, "message")
     llm.reply(tool_calls=[("conversation_search", {"query": "what instrument is the kid learning?", "limit": 1})]).reply(
         "Violin!"
     )

@@ -1,8 +1,6 @@
 """Tool search by meaning with the real offline model: Letta's test_tool_search_basic over HTTP,
 and the embedding queue's handling of tools (an edit during embedding, built-ins kept at restart)."""
 
-import asyncio
-
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
@@ -11,6 +9,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.search.embedding_queue import embed_pending
 from memvm.tools import service as tools
 from memvm.tools.schemas import ToolCreate, ToolUpdate
+from tests.support.embedding import wait_embedded
 
 EMAIL = '''
 def send_email_to_user(recipient: str, subject: str, body: str) -> str:
@@ -51,14 +50,6 @@ LETTA_TOOLS = [
 ]
 
 
-async def until_embedded(db, timeout=60.0):
-    for _ in range(int(timeout / 0.2)):
-        if await db.fetchval("SELECT count(*) FROM tool WHERE embedding IS NULL") == 0:
-            return
-        await asyncio.sleep(0.2)
-    raise AssertionError("the embedding worker did not embed the tools")
-
-
 async def search(client, **body):
     found = await client.post("/v1/tools/search", json=body)
     assert found.status_code == 200, found.text
@@ -69,7 +60,7 @@ async def test_letta_tool_search_basic(client, db):
     for source, description, tags in LETTA_TOOLS:
         created = await client.post("/v1/tools/", json={"source_code": source, "description": description, "tags": tags})
         assert created.status_code == 200, created.text
-    await until_embedded(db)
+    await wait_embedded(db, "tool")
 
     messaging, _ = await search(client, query="send message to someone", search_mode="hybrid", limit=10)
     weather, weather_hits = await search(client, query="get temperature forecast", search_mode="vector", limit=10)
