@@ -21,6 +21,7 @@ from memvm.api import (
     auth,
     blocks,
     console,
+    conversations,
     core_memory,
     errors,
     health,
@@ -86,7 +87,20 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
 def _include_routers(app: FastAPI, settings: Settings) -> None:
     app.include_router(health.router)
     app.include_router(api_metrics.router, responses=errors.RESPONSES)
-    for module in (agentfiles, agents, core_memory, blocks, messages, runs, models, tools, archival, search, admin):
+    for module in (
+        agentfiles,
+        agents,
+        core_memory,
+        blocks,
+        messages,
+        conversations,
+        runs,
+        models,
+        tools,
+        archival,
+        search,
+        admin,
+    ):
         guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
         app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)
     if settings.ui:

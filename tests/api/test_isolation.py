@@ -42,10 +42,17 @@ BODIES = {
     ("POST", "/v1/agents/{agent_id}/messages/cancel"): {},
     ("POST", "/v1/agents/{agent_id}/messages/async"): {"input": "hi"},
     ("POST", "/v1/runs/{run_id}/stream"): {},
+    ("POST", "/v1/conversations/"): {},
+    ("PATCH", "/v1/conversations/{conversation_id}"): {"summary": "taken over"},
+    ("POST", "/v1/conversations/{conversation_id}/messages"): {"input": "hi", "streaming": False},
 }
 # Routes that span every organization: only the admin key may call them.
 ADMIN_ONLY = {"/metrics"}
-QUERIES = {("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"}}
+# Query parameters, filled in as BODIES are.
+QUERIES = {
+    ("GET", "/v1/agents/{agent_id}/archival-memory/search"): {"query": "garden"},
+    ("POST", "/v1/conversations/"): {"agent_id": "{agent}"},
+}
 # Path parameters that name no object of their own (the same in both organizations).
 NOT_IDS = ("block_label", "version")
 # Multipart uploads that create the caller's own objects; tests/agentfiles/test_isolation.py covers them.
@@ -68,6 +75,7 @@ UNSCOPED = {
     ("GET", "/v1/steps/"),
     ("GET", "/v1/models/"),  # the provider's models, the default, and the handles of B's own agents
     ("GET", "/v1/models/embedding"),
+    ("GET", "/v1/conversations/"),
 }
 
 
@@ -103,6 +111,10 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     llm.reply("Nice garden.")
     sent = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "my garden"}, headers=headers)).json()
     tool = (await client.post("/v1/tools/", json=BODIES[("PUT", "/v1/tools/")], headers=headers)).json()
+    conversation = (await client.post("/v1/conversations/", params={"agent_id": agent["id"]}, headers=headers)).json()
+    llm.reply("A garden thread.")
+    talk = {"input": "my garden", "streaming": False}
+    assert (await client.post(f"/v1/conversations/{conversation['id']}/messages", json=talk, headers=headers)).is_success
     return {
         "agent_id": agent["id"],
         "block_id": block["id"],
@@ -117,6 +129,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "run_id": sent["messages"][0]["run_id"],
         "step_id": sent["messages"][0]["step_id"],
         "key_id": "apikey-00000000-0000-4000-8000-000000000000",
+        "conversation_id": conversation["id"],
     }
 
 
@@ -128,9 +141,9 @@ def fill(path: str, ids: dict[str, str]) -> str:
     return re.sub(r"{(\w+)}", lambda m: ids[m.group(1)], path)
 
 
-def body_for(operation: tuple[str, str], ids: dict[str, str]) -> dict | None:
+def body_for(operation: tuple[str, str], ids: dict[str, str], templates: dict = BODIES) -> dict | None:
     names = {"{agent}": ids["agent_id"], "{block}": ids["block_id"], "{archive}": ids["archive_id"]}
-    template = BODIES.get(operation)
+    template = templates.get(operation)
     if template is None:
         return None
     text = json.dumps(template)
@@ -145,7 +158,7 @@ async def call(client, operation, path_ids, body_ids, key):
         method,
         fill(path, path_ids),
         json=body_for(operation, body_ids),
-        params=QUERIES.get(operation),
+        params=body_for(operation, body_ids, QUERIES),
         headers=bearer(key) if key else {},
     )
 
@@ -194,6 +207,8 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
     agent = (await server.get(f"/v1/agents/{a['agent_id']}", headers=headers_a)).json()
     assert block["value"] == "plans" and block["version"] == 1
     assert agent["description"] is None and [blk["value"] for blk in agent["blocks"]] == ["Bob"]
+    conversation = (await server.get(f"/v1/conversations/{a['conversation_id']}", headers=headers_a)).json()
+    assert conversation["summary"] is None and len(conversation["in_context_message_ids"]) == 2  # the send, the reply
 
 
 async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
@@ -220,7 +235,7 @@ async def test_every_route_but_health_needs_a_key(server):
         for name in ("agent_id", "block_id", "archive_id", "passage_id", "message_id", "tool_id", "run_id", "step_id")
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
-    ids |= {"tool_name": "memory_insert", "version": "1"}
+    ids |= {"tool_name": "memory_insert", "version": "1", "conversation_id": "conv-00000000-0000-4000-8000-000000000000"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

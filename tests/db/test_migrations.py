@@ -102,3 +102,77 @@ async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server
         "restored_version": None,
     }
     assert indexed == 1
+
+
+BEFORE_CONVERSATIONS = "9f49647870c4"
+IN_CONTEXT_INDEX = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_message_in_context'"
+
+
+async def _history_before_conversations(db) -> None:
+    """An agent with two runs (one step each) and four messages, two of them out of its window."""
+    await db.execute(
+        "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
+        " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
+        DEFAULT_ORGANIZATION_ID,
+    )
+    for run in ("run-1", "run-2"):
+        await db.execute(
+            "INSERT INTO run (id, organization_id, agent_id, status) VALUES ($1, $2, 'agent-1', 'completed')",
+            run,
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await db.execute(
+            "INSERT INTO step (id, organization_id, agent_id, run_id, status) VALUES ($1, $2, 'agent-1', $3, 'success')",
+            run.replace("run", "step"),
+            DEFAULT_ORGANIZATION_ID,
+            run,
+        )
+    for n, (run, role, in_context) in enumerate(
+        [("run-1", "user", False), ("run-1", "assistant", False), ("run-2", "user", True), ("run-2", "assistant", True)]
+    ):
+        await db.execute(
+            "INSERT INTO message (id, organization_id, agent_id, run_id, role, kind, content, in_context, embed_attempts)"
+            " VALUES ($1, $2, 'agent-1', $3, $4, 'message', $5, $6, 5)",
+            f"message-{n}",
+            DEFAULT_ORGANIZATION_ID,
+            run,
+            role,
+            f"text {n}",
+            in_context,
+        )
+
+
+async def test_existing_history_becomes_the_default_conversation_and_downgrades_back(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_conversations")
+    url = with_database(server_url, "upgrade_conversations")
+    await migrate_to(url, BEFORE_CONVERSATIONS)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        await _history_before_conversations(db)
+        await migrate_to(url, "head")
+        upgraded = {
+            table: [tuple(r) for r in await db.fetch(f"SELECT id, conversation_id FROM {table} ORDER BY id")]
+            for table in ("message", "run", "step")
+        }
+        window = [r["id"] for r in await db.fetch("SELECT id FROM message WHERE in_context ORDER BY seq")]
+        upgraded_index = await db.fetchval(IN_CONTEXT_INDEX)
+        await migrate_to(url, BEFORE_CONVERSATIONS, down=True)
+        kept = {table: await db.fetchval(f"SELECT count(*) FROM {table}") for table in ("message", "run", "step")}
+        leftovers = await db.fetchval(
+            "SELECT count(*) FROM information_schema.columns WHERE column_name = 'conversation_id'"
+            " OR table_name IN ('conversation', 'conversation_block')"
+        )
+        downgraded_index = await db.fetchval(IN_CONTEXT_INDEX)
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_conversations WITH (FORCE)")
+
+    assert upgraded == {
+        "message": [(f"message-{n}", None) for n in range(4)],
+        "run": [("run-1", None), ("run-2", None)],
+        "step": [("step-1", None), ("step-2", None)],
+    }
+    assert window == ["message-2", "message-3"]
+    assert "(agent_id, conversation_id, seq) WHERE in_context" in upgraded_index
+    assert kept == {"message": 4, "run": 2, "step": 2} and leftovers == 0
+    assert "(agent_id, seq) WHERE in_context" in downgraded_index

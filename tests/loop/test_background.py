@@ -65,18 +65,20 @@ async def test_background_on_the_stream_route(client, llm):
     assert events[0]["content"] == "Hello." and events[-1] == {"done": True}
 
 
-async def test_a_refused_background_turn_fails_its_run_with_the_reason(client, llm):
+async def test_a_background_send_the_agent_refuses_is_an_http_error_and_queues_nothing(client, llm, db):
     agent = await create_agent(client, **MODEL)
 
-    queued = (
-        await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"messages": [{"type": "approval", "approve": True}]})
-    ).json()
-    run = await wait_finished(client, queued["id"])
-    events = parse_sse((await client.post(f"/v1/runs/{queued['id']}/stream")).text)
+    refused = await client.post(
+        f"/v1/agents/{agent['id']}/messages/async", json={"messages": [{"type": "approval", "approve": True}]}
+    )
+    streamed = await client.post(
+        f"/v1/agents/{agent['id']}/messages/stream",
+        json={"messages": [{"type": "approval", "approve": True}], "background": True},
+    )
 
-    assert run["status"] == "failed" and run["stop_reason"] == "error"
-    [error] = [e for e in events if e.get("message_type") == "error_message"]
-    assert "not waiting for an approval" in error["message"]
+    assert refused.status_code == streamed.status_code == 400
+    assert "not waiting for an approval" in refused.json()["detail"]
+    assert await db.fetchval("SELECT count(*) FROM run WHERE agent_id = $1", agent["id"]) == 0
 
 
 async def test_a_run_left_running_by_a_dead_process_is_failed(settings, llm, db):

@@ -38,7 +38,7 @@ async def test_busy_agent_gets_409_after_the_bounded_wait(settings, llm):
         done = await slow
 
     assert busy.status_code == 409
-    assert "busy with another turn" in busy.json()["detail"] and busy.headers["x-should-retry"] == "false"
+    assert "busy with another active run" in busy.json()["detail"] and busy.headers["x-should-retry"] == "false"
     assert done.status_code == 200
     assert len(llm.requests) == 1
 

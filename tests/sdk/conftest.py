@@ -82,9 +82,10 @@ def api_key(memvm_server: Served) -> str:
 
 @pytest.fixture
 def llm(module_llm: ScriptedLLM) -> ScriptedLLM:
-    """The module's ScriptedLLM with an empty script and an empty request log for this test."""
+    """The module's ScriptedLLM with an empty script (no default, no responder) and an empty request log for this test."""
     module_llm._script.clear()
     module_llm._default = None
+    module_llm._responder = None
     module_llm.requests.clear()
     module_llm.request_headers.clear()
     return module_llm

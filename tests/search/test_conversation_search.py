@@ -216,3 +216,72 @@ async def test_query_lexemes_keep_the_query_order_without_stop_words_and_are_cap
     assert ordered == ["zebra", "wed", "sister"]
     assert stop_words_only == []
     assert long == [f"word{n}x" for n in range(MAX_LEXEMES)]
+
+
+async def _talk(client, llm, agent_id, text, conversation_id=None):
+    """One turn in the agent's default conversation, or in `conversation_id`."""
+    llm.reply("Noted.")
+    if conversation_id is None:
+        response = await client.post(f"/v1/agents/{agent_id}/messages", json={"input": text})
+    else:
+        response = await client.post(f"/v1/conversations/{conversation_id}/messages", json={"input": text, "streaming": False})
+    assert response.status_code == 200, response.text
+
+
+async def _conversation(client, agent_id):
+    response = await client.post("/v1/conversations/", params={"agent_id": agent_id})
+    assert response.status_code == 200, response.text
+    return response.json()["id"]
+
+
+async def test_sdk_search_filters_by_conversation_and_says_where_each_hit_is(client, llm):
+    agent = (await create_agent(client, model="openai/scripted-model"))["id"]
+    thread = await _conversation(client, agent)
+    await _talk(client, llm, agent, "My zucchini grew huge at home.")
+    await _talk(client, llm, agent, "Zucchini soup tonight in this thread.", thread)
+
+    async def found(**filters):
+        body = {"query": "zucchini", "search_mode": "fts", **filters}
+        response = await client.post("/v1/messages/search", json=body)
+        assert response.status_code == 200, response.text
+        return {(hit["content"], hit["conversation_id"]) for hit in response.json()}
+
+    everywhere = {("My zucchini grew huge at home.", None), ("Zucchini soup tonight in this thread.", thread)}
+    assert await found(agent_id=agent) == everywhere
+    assert await found() == everywhere
+    assert await found(agent_id=agent, conversation_id="default") == {("My zucchini grew huge at home.", None)}
+    assert await found(conversation_id=thread) == {("Zucchini soup tonight in this thread.", thread)}
+    assert await found(agent_id=agent, conversation_id=thread) == {("Zucchini soup tonight in this thread.", thread)}
+
+
+async def test_ranked_search_filters_by_conversation_too(client, llm):
+    agent = (await create_agent(client, model="openai/scripted-model"))["id"]
+    thread = await _conversation(client, agent)
+    await _talk(client, llm, agent, "Paprika in the default one.")
+    await _talk(client, llm, agent, "Paprika in the thread.", thread)
+
+    only_thread = await search(client, query="paprika", search_mode="fts", agent_id=agent, conversation_id=thread)
+    only_default = await search(client, query="paprika", search_mode="fts", agent_id=agent, conversation_id="default")
+
+    def where(results):
+        return [(r["embedded_text"], r["message"]["conversation_id"]) for r in results]
+
+    assert where(only_thread) == [("Paprika in the thread.", thread)]
+    assert where(only_default) == [("Paprika in the default one.", None)]
+
+
+async def test_search_by_conversation_refuses_what_names_no_conversation(client, llm):
+    mine = (await create_agent(client, model="openai/scripted-model"))["id"]
+    other = (await create_agent(client))["id"]
+    thread = await _conversation(client, mine)
+    unknown = "conv-00000000-0000-4000-8000-000000000000"
+
+    without_agent = await client.post("/v1/messages/search", json={"query": "x", "conversation_id": "default"})
+    wrong_agent = await client.post("/v1/messages/search", json={"query": "x", "agent_id": other, "conversation_id": thread})
+    missing = await client.post("/v1/messages/search", json={"query": "x", "conversation_id": unknown})
+    not_an_id = await client.post("/v1/agents/messages/search", json={"query": "x", "conversation_id": "conv-nope"})
+
+    assert without_agent.status_code == 400 and "agent_id" in without_agent.json()["detail"]
+    assert wrong_agent.status_code == 400 and other in wrong_agent.json()["detail"]
+    assert missing.status_code == 404 and unknown in missing.json()["detail"]
+    assert not_an_id.status_code == 404

@@ -58,3 +58,15 @@ async def table_counts(db) -> dict[str, int]:
     return {
         table: await db.fetchval(f"SELECT count(*) FROM {table}") for table in ("agent", "block", "agent_block", "block_change")
     }
+
+
+async def organization_keys(client: httpx.AsyncClient, admin_key: str, *organizations: str) -> list[dict[str, str]]:
+    """A new key of each organization (made with the admin key), as request headers."""
+    keys = []
+    for organization in organizations:
+        created = await client.post(
+            "/v1/admin/api-keys", json={"organization": organization}, headers={"Authorization": f"Bearer {admin_key}"}
+        )
+        assert created.status_code == 200, created.text
+        keys.append({"Authorization": f"Bearer {created.json()['key']}"})
+    return keys

@@ -124,17 +124,18 @@ class PgProxy:
         return data
 
 
-async def migrate_to(url: str, revision: str) -> None:
-    """Upgrade the database at `url` to an Alembic revision (tests that start from an older schema)."""
+async def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
+    """Upgrade the database at `url` to an Alembic revision (tests that start from an older schema),
+    or with `down` downgrade it to one."""
 
-    def upgrade(connection: Connection) -> None:
+    def migrate(connection: Connection) -> None:
         config = alembic_config()
         config.attributes["connection"] = connection
-        command.upgrade(config, revision)
+        (command.downgrade if down else command.upgrade)(config, revision)
 
     engine = create_async_engine(url)
     try:
         async with engine.begin() as connection:
-            await connection.run_sync(upgrade)
+            await connection.run_sync(migrate)
     finally:
         await engine.dispose()

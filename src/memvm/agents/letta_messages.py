@@ -23,6 +23,7 @@ LettaMessages = list[dict[str, Any]]
 async def of_agent(
     session: AsyncSession,
     agent_id: str,
+    conversation_id: str | None = None,
     *,
     limit: int,
     order: Literal["asc", "desc"],
@@ -30,10 +31,10 @@ async def of_agent(
     after: str | None,
     types: Sequence[str] | None,
 ) -> LettaMessages:
-    """A chronological page of the agent's history (messages.service.history_page), only the
-    `message_type`s in `types` when given."""
+    """A chronological page of one of the agent's conversations (messages.service.history_page; None:
+    its default one), only the `message_type`s in `types` when given."""
     read = await _reader(session, agent_id)
-    stored = await messages.history_page(session, agent_id, limit=limit, order=order, before=before, after=after)
+    stored = await messages.history_page(session, agent_id, conversation_id, limit=limit, order=order, before=before, after=after)
     return [letta for letta in read(stored) if types is None or letta["message_type"] in types]
 
 

@@ -7,6 +7,7 @@ from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdat
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relations, page_params
 from memvm.api.schemas import AgentRepositories, CompactionResult, ContextWindowOverview, Deleted
+from memvm.conversations.thread import ThreadRef
 from memvm.db.pagination import PageRequest
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations import context_window as window_operations
@@ -95,7 +96,7 @@ async def context_window(agent_id: AgentId, runtime: RuntimeDep, caller: CallerD
 @router.post("/{agent_id}/summarize", response_model=CompactionResult)
 async def summarize(agent_id: AgentId, runtime: RuntimeDep, caller: CallerDep) -> dict[str, Any]:
     """Compact the context window now: older messages become one summary; history stays searchable."""
-    return await window_operations.summarize(runtime, caller, agent_id)
+    return await window_operations.summarize(runtime, caller, ThreadRef.default_of(agent_id))
 
 
 @router.patch("/{agent_id}/reset-messages", response_model=AgentRead)

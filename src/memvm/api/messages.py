@@ -9,9 +9,11 @@ from pydantic import BaseModel
 from memvm.actors import Caller
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, RuntimeDep, TransactionDep
+from memvm.api.deps import AgentId, RuntimeDep, Transaction, TransactionDep
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import ThreadRef
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages.schemas import LettaResponse, SendRequest
@@ -20,6 +22,7 @@ from memvm.runtime.loop import background
 from memvm.runtime.loop.background import follow, start_background
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.loop.send import send
+from memvm.threads import DEFAULT_CONVERSATION
 
 router = APIRouter(tags=["messages"])
 _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
@@ -28,10 +31,7 @@ _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 @router.post("/v1/agents/{agent_id}/messages", response_model=LettaResponse, responses=JSON_OR_EVENT_STREAM)
 async def send_message(agent_id: AgentId, body: SendRequest, runtime: RuntimeDep, caller: CallerDep) -> Any:
     """Send messages and run the agent's turn; `streaming=true` answers with Server-Sent Events."""
-    if body.stream_tokens and not body.streaming:
-        raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
-    events, ready = await _start(runtime, caller, agent_id, body)
-    return _stream(events, ready, body) if body.streaming else await _collect(events)
+    return await answer_send(runtime, caller, ThreadRef.default_of(agent_id), body)
 
 
 @router.post("/v1/agents/{agent_id}/messages/stream", response_class=StreamingResponse, responses=EVENT_STREAM)
@@ -39,19 +39,14 @@ async def stream_message(agent_id: AgentId, body: SendRequest, runtime: RuntimeD
     """Send messages and stream the turn as Server-Sent Events (one event per stored message). With
     `background: true` the turn runs on even if this connection drops; resume with POST
     /v1/runs/{run_id}/stream and `starting_after` (each event carries its `seq_id`)."""
-    if body.background:
-        run = await start_background(runtime, caller, agent_id, body)
-        events = follow(runtime, caller, run.id, starting_after=0, poll_seconds=0.1, batch=100)
-        return StreamingResponse(sse(None, events), media_type="text/event-stream")
-    events, ready = await _start(runtime, caller, agent_id, body)
-    return _stream(events, ready, body)
+    return await stream_send(runtime, caller, ThreadRef.default_of(agent_id), body)
 
 
 @router.post("/v1/agents/{agent_id}/messages/async", response_model=RunRead)
 async def send_message_async(agent_id: AgentId, body: SendRequest, runtime: RuntimeDep, caller: CallerDep) -> RunRead:
     """Queue the turn and answer with its run at once; poll GET /v1/runs/{id}, read
     /v1/runs/{id}/messages, or stream it with POST /v1/runs/{id}/stream."""
-    return RunRead.of(await start_background(runtime, caller, agent_id, body))
+    return RunRead.of(await start_background(runtime, caller, ThreadRef.default_of(agent_id), body))
 
 
 class CancelRequest(BaseModel):
@@ -78,11 +73,28 @@ async def list_messages(
     limit: int = Query(100, ge=1, le=1000),
     order: Literal["asc", "desc"] = Query("desc", description="desc: the newest `limit`; pages are chronological."),
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
+    conversation_id: str | None = Query(None, description="`default` (the agent's own history, also when absent) or conv-…"),
 ) -> list[dict[str, Any]]:
-    """The agent's conversation history, one chronological page at a time."""
+    """The history of one of the agent's conversations, one chronological page at a time."""
+    ref = ThreadRef.of(conversation_id or DEFAULT_CONVERSATION, agent_id)
+    return await thread_history(tx, ref, before=before, after=after, limit=limit, order=order, types=include_return_message_types)
+
+
+async def thread_history(
+    tx: Transaction,
+    ref: ThreadRef,
+    *,
+    before: str | None,
+    after: str | None,
+    limit: int,
+    order: Literal["asc", "desc"],
+    types: list[str] | None,
+) -> list[dict[str, Any]]:
+    """A chronological page of the history of the conversation `ref` names."""
     async with tx() as session:
+        thread = await conversations.open_thread(session, ref)
         return await letta_messages.of_agent(
-            session, agent_id, limit=limit, order=order, before=before, after=after, types=include_return_message_types
+            session, thread.agent.id, thread.conversation_id, limit=limit, order=order, before=before, after=after, types=types
         )
 
 
@@ -98,15 +110,32 @@ async def retrieve_message(
 Events = AsyncGenerator[dict[str, Any], None]
 
 
-async def _start(runtime: RuntimeDeps, caller: Caller, agent_id: str, body: SendRequest) -> tuple[Events, dict[str, Any]]:
-    """The turn's events and its first one (a ping): an unknown or busy agent raises before the
-    ping, as a plain HTTP error."""
-    events = send(runtime, caller, agent_id, body)
-    return events, await anext(events)
+async def answer_send(runtime: RuntimeDeps, caller: Caller, ref: ThreadRef, body: SendRequest) -> Any:
+    """A send answered with a LettaResponse, or with Server-Sent Events when `streaming`."""
+    if body.stream_tokens and not body.streaming:
+        raise InvalidInput("stream_tokens needs streaming=true (or use the /messages/stream route).")
+    if body.streaming:
+        return await stream_send(runtime, caller, ref, body)
+    events, _ = await _start(runtime, caller, ref, body)
+    return await _collect(events)
 
 
-def _stream(events: Events, ready: dict[str, Any], body: SendRequest) -> StreamingResponse:
+async def stream_send(runtime: RuntimeDeps, caller: Caller, ref: ThreadRef, body: SendRequest) -> StreamingResponse:
+    """A send answered with Server-Sent Events; a background one is queued (a refusal is an HTTP
+    error, before anything is queued) and followed from its stored events."""
+    if body.background:
+        run = await start_background(runtime, caller, ref, body)
+        events = follow(runtime, caller, run.id, starting_after=0, poll_seconds=0.1, batch=100)
+        return StreamingResponse(sse(None, events), media_type="text/event-stream")
+    events, ready = await _start(runtime, caller, ref, body)
     return StreamingResponse(sse(ready if body.include_pings else None, events), media_type="text/event-stream")
+
+
+async def _start(runtime: RuntimeDeps, caller: Caller, ref: ThreadRef, body: SendRequest) -> tuple[Events, dict[str, Any]]:
+    """The turn's events and its first one (a ping): an unknown or busy conversation raises before
+    the ping, as a plain HTTP error."""
+    events = send(runtime, caller, ref, body)
+    return events, await anext(events)
 
 
 async def _collect(events: Events) -> LettaResponse:

@@ -33,6 +33,7 @@ async def _run_filter(
     active: bool | None = Query(None, description="Only runs still going (true) or only finished ones (false)."),
     background: bool | None = None,
     stop_reason: str | None = None,
+    conversation_id: str | None = Query(None, description="Only runs of this conversation (conv-…)."),
 ) -> RunFilter:
     return RunFilter(
         agent_ids=[*(agent_ids or ()), *([agent_id] if agent_id else [])],
@@ -40,6 +41,7 @@ async def _run_filter(
         active=active,
         background=background,
         stop_reason=stop_reason,
+        conversation_id=conversation_id,
     )
 
 

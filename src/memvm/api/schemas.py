@@ -132,6 +132,7 @@ class MessageSearchResult(BaseModel):
 class StoredMessage(BaseModel):
     id: str
     agent_id: str
+    conversation_id: str | None  # None: the agent's default conversation
     role: str
     content: str | None
     tool_call_id: str | None

@@ -20,6 +20,9 @@ class MessageSearch(BaseModel):
     query: str = ""
     search_mode: Literal["hybrid", "vector", "fts"] = "hybrid"
     agent_id: str | None = Field(None, pattern=r"^agent-")
+    conversation_id: str | None = Field(
+        None, max_length=200, description="`default` (with agent_id: the agent's own history) or conv-…; absent: every one."
+    )
     roles: list[Literal["user", "assistant", "tool", "system"]] = Field(default_factory=list)
     limit: int = Field(50, ge=1, le=100)
     start_date: str | None = None
@@ -58,6 +61,7 @@ async def _search(runtime: RuntimeDeps, caller: Caller, body: MessageSearch) -> 
         caller,
         query=body.query,
         agent_id=body.agent_id,
+        conversation_id=body.conversation_id,
         mode=body.search_mode,
         roles=list(body.roles),
         start_date=body.start_date,
@@ -75,7 +79,7 @@ def _listed(hit: MessageHit) -> MessageSearchResult:
         message_type=_MESSAGE_TYPE_OF_ROLE.get(message.role, "tool_return_message"),
         message_id=message.id,
         agent_id=message.agent_id,
-        conversation_id=None,
+        conversation_id=message.conversation_id,
         created_at=message.created_at.isoformat(),
         content=message.content or "",
     )
@@ -86,6 +90,7 @@ def _stored(hit: MessageHit) -> StoredMessage:
     return StoredMessage(
         id=message.id,
         agent_id=message.agent_id,
+        conversation_id=message.conversation_id,
         role=message.role,
         content=message.content,
         tool_call_id=message.tool_call_id,

@@ -2,27 +2,34 @@
 
 import json
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
-from sqlalchemy import func, select, text, update
+from sqlalchemy import String, cast, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of
 from memvm.orm import Message
+from memvm.orm.conversation import in_conversation
 from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 
+_in_conversation = partial(in_conversation, Message.conversation_id)  # threads.py's names
 
-async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
-    """The agent's context window in order: the running summary (if any) first, then by time."""
+
+async def in_context(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:
+    """The conversation's context window in order: the running summary (if any) first, then by time."""
     query = (
-        select(Message).where(Message.agent_id == agent_id, Message.in_context).order_by((Message.kind != "summary"), Message.seq)
+        select(Message)
+        .where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
+        .order_by((Message.kind != "summary"), Message.seq)
     )
     return list(await session.scalars(query))
 
 
-async def all_of(session: AsyncSession, agent_id: str) -> list[Message]:
-    return list(await session.scalars(select(Message).where(Message.agent_id == agent_id).order_by(Message.seq)))
+async def all_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:
+    query = select(Message).where(Message.agent_id == agent_id, _in_conversation(conversation_id)).order_by(Message.seq)
+    return list(await session.scalars(query))
 
 
 async def by_otid(session: AsyncSession, agent_id: str, otid: str) -> Message | None:
@@ -41,18 +48,24 @@ async def evict(session: AsyncSession, message_ids: Sequence[str]) -> None:
     await session.execute(update(Message).where(Message.id.in_(message_ids)).values(in_context=False))
 
 
-async def evict_all(session: AsyncSession, agent_id: str) -> int:
-    return await rows_affected(
-        session, update(Message).where(Message.agent_id == agent_id, Message.in_context).values(in_context=False)
-    )
+async def evict_all(session: AsyncSession, agent_id: str, conversation_id: str | None) -> int:
+    in_window = (Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
+    return await rows_affected(session, update(Message).where(*in_window).values(in_context=False))
 
 
 async def history_page(
-    session: AsyncSession, agent_id: str, *, limit: int, newest_first: bool, before: Message | None, after: Message | None
+    session: AsyncSession,
+    agent_id: str,
+    conversation_id: str | None,
+    *,
+    limit: int,
+    newest_first: bool,
+    before: Message | None,
+    after: Message | None,
 ) -> list[Message]:
     """`before`/`after` bound the range in time; `newest_first` takes the page from the newest end.
     The page comes back in chronological order either way."""
-    query = select(Message).where(Message.agent_id == agent_id)
+    query = select(Message).where(Message.agent_id == agent_id, _in_conversation(conversation_id))
     if before is not None:
         query = query.where(Message.seq < before.seq)
     if after is not None:
@@ -94,3 +107,23 @@ async def insert_rows(session: AsyncSession, rows: list[dict[str, Any]]) -> None
 def _copy_value(value: Any) -> Any:
     """JSONB goes over the wire as JSON text (SQLAlchemy's asyncpg codec adds only the format byte)."""
     return json.dumps(value) if isinstance(value, list | dict) else value
+
+
+_FORKED_COLUMNS = (
+    "organization_id", "agent_id", "role", "kind", "content", "reasoning", "tool_calls", "tool_call_id", "tool_name",
+    "tool_status", "tool_stdout", "tool_stderr", "sender_id", "in_context", "embedding", "embedding_model",
+    "embedding_dim", "embed_attempts", "created_at",
+)  # fmt: skip
+
+
+async def copy_into(session: AsyncSession, agent_id: str, source: str | None, target: str, *, up_to: Message | None) -> int:
+    """Copy the source conversation's messages (up to and including `up_to`) into `target`, with new
+    ids, in order, window flags and vectors kept. Not their otids or runs: those stay the source's."""
+    table = Message.__table__
+    copied = [table.c[name] for name in _FORKED_COLUMNS]
+    new_id = literal("message-") + cast(func.gen_random_uuid(), String)
+    rows = select(new_id, literal(target), *copied).where(table.c.agent_id == agent_id, _in_conversation(source))
+    if up_to is not None:
+        rows = rows.where(table.c.seq <= up_to.seq)
+    statement = insert(Message).from_select(["id", "conversation_id", *_FORKED_COLUMNS], rows.order_by(table.c.seq))
+    return await rows_affected(session, statement)

@@ -137,8 +137,12 @@ class SendRequest(BaseModel):
         return [MessageCreate(role="user", content=self.input)]
 
     def run_config(self) -> dict[str, Any]:
-        """The options a run records (Letta's request_config)."""
-        return self.model_dump(include={"max_steps", "include_return_message_types", "streaming", "stream_tokens", "background"})
+        """The options a run records (Letta's request_config), and its inputs' otids (a client that
+        lost the stream finds the run by them before the inputs are stored)."""
+        options = self.model_dump(
+            include={"max_steps", "include_return_message_types", "streaming", "stream_tokens", "background"}
+        )
+        return options | ({"otids": otids} if (otids := self.otids()) else {})
 
     def otids(self) -> list[str]:
         return [message.otid for message in self.messages or () if message.otid]

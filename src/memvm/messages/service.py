@@ -12,15 +12,28 @@ from memvm.ids import new_id
 from memvm.messages import repository
 from memvm.orm import Message, Run
 from memvm.prompts.service import recompile_agents
+from memvm.threads import describe
 
 
 async def history_page(
-    session: AsyncSession, agent_id: str, *, limit: int, order: Literal["asc", "desc"], before: str | None, after: str | None
+    session: AsyncSession,
+    agent_id: str,
+    conversation_id: str | None,
+    *,
+    limit: int,
+    order: Literal["asc", "desc"],
+    before: str | None,
+    after: str | None,
 ) -> list[Message]:
-    """A chronological page of the agent's history. `before`/`after` are message ids bounding the
-    range in time; `order=desc` (default) takes the newest `limit` messages of that range."""
-    bounds = {name: await _cursor(session, agent_id, name, value) for name, value in (("before", before), ("after", after))}
-    return await repository.history_page(session, agent_id, limit=limit, newest_first=order == "desc", **bounds)
+    """A chronological page of one conversation's history (None: the agent's default one).
+    `before`/`after` are message ids bounding the range in time; `order=desc` (default) takes the
+    newest `limit` messages of that range."""
+    bounds = {
+        name: await _cursor(session, agent_id, conversation_id, name, value)
+        for name, value in (("before", before), ("after", after))
+    }
+    newest_first = order == "desc"
+    return await repository.history_page(session, agent_id, conversation_id, limit=limit, newest_first=newest_first, **bounds)
 
 
 _IMPORTED_COLUMNS = (
@@ -36,9 +49,9 @@ async def store_imported(session: AsyncSession, agent_id: str, rows: Sequence[di
         await repository.insert_rows(session, complete)
 
 
-async def history(session: AsyncSession, agent_id: str) -> list[Message]:
-    """Every stored message of the agent, oldest first."""
-    return await repository.all_of(session, agent_id)
+async def history(session: AsyncSession, agent_id: str, conversation_id: str | None = None) -> list[Message]:
+    """Every stored message of one conversation (None: the agent's default one), oldest first."""
+    return await repository.all_of(session, agent_id, conversation_id)
 
 
 async def get_message(session: AsyncSession, message_id: str) -> Message:
@@ -48,23 +61,45 @@ async def get_message(session: AsyncSession, message_id: str) -> Message:
     return message
 
 
-async def in_context(session: AsyncSession, agent_id: str) -> list[Message]:
-    """The agent's context window in order: the running summary (if any) first, then by time."""
-    return await repository.in_context(session, agent_id)
+async def in_context(session: AsyncSession, agent_id: str, conversation_id: str | None = None) -> list[Message]:
+    """A conversation's context window in order (None: the agent's default one): the running
+    summary (if any) first, then by time."""
+    return await repository.in_context(session, agent_id, conversation_id)
 
 
-async def replace_with_summary(session: AsyncSession, agent_id: str, evicted: Sequence[Message], summary: str) -> None:
-    """Move `evicted` out of the context window and put one summary message in their place."""
+async def replace_with_summary(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, evicted: Sequence[Message], summary: str
+) -> Message:
+    """Move `evicted` out of the conversation's window and put one summary message in their place."""
     await repository.evict(session, [message.id for message in evicted])
-    session.add(Message(id=new_id("message"), agent_id=agent_id, role="user", kind="summary", content=summary, in_context=True))
+    row = Message(id=new_id("message"), agent_id=agent_id, conversation_id=conversation_id, role="user", kind="summary")
+    row.content, row.in_context = summary, True
+    session.add(row)
     await session.flush()
-    await recompile_agents(session, [agent_id])  # the recall count in <memory_metadata> changed
+    await _recount(session, agent_id, conversation_id)
+    return row
 
 
-async def reset_context(session: AsyncSession, agent_id: str) -> None:
-    """Empty the context window; the history stays stored and searchable."""
-    await repository.evict_all(session, agent_id)
-    await recompile_agents(session, [agent_id])
+async def reset_context(session: AsyncSession, agent_id: str, conversation_id: str | None = None) -> None:
+    """Empty a conversation's window; the history stays stored and searchable."""
+    await repository.evict_all(session, agent_id, conversation_id)
+    await _recount(session, agent_id, conversation_id)
+
+
+async def copy_history(
+    session: AsyncSession, agent_id: str, source: str | None, target: str, *, up_to_message_id: str | None
+) -> int:
+    """Fork: the source conversation's messages, up to and including `up_to_message_id` (all when
+    None), copied into `target`. How many were copied."""
+    up_to = await _cursor(session, agent_id, source, "message_id", up_to_message_id)
+    return await repository.copy_into(session, agent_id, source, target, up_to=up_to)
+
+
+async def _recount(session: AsyncSession, agent_id: str, conversation_id: str | None) -> None:
+    """The default conversation's recall count is in the agent's stored prompt; another
+    conversation's prompt is compiled at each of its turns."""
+    if conversation_id is None:
+        await recompile_agents(session, [agent_id])
 
 
 async def queue_reembedding(session: AsyncSession, agent_id: str) -> None:
@@ -94,10 +129,12 @@ async def run_of_otid(session: AsyncSession, agent_id: str, otid: str) -> tuple[
     return run, await repository.of_run(session, run.id)
 
 
-async def _cursor(session: AsyncSession, agent_id: str, name: str, message_id: str | None) -> Message | None:
+async def _cursor(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, name: str, message_id: str | None
+) -> Message | None:
     if message_id is None:
         return None
     message = await session.get(Message, message_id)
-    if message is None or message.agent_id != agent_id:
-        raise NotFound(f"Cursor {name}={message_id!r} is not a message of agent {agent_id!r}.")
+    if message is None or message.agent_id != agent_id or message.conversation_id != conversation_id:
+        raise NotFound(f"{name}={message_id!r} is not a message of {describe(agent_id, conversation_id)}.")
     return message

@@ -4,6 +4,7 @@ from memvm.db.base import Base
 from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
+from memvm.orm.conversation import Conversation, ConversationBlock
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
 from memvm.orm.run import Run, RunEvent, Step
@@ -19,6 +20,8 @@ __all__ = [
     "Base",
     "Block",
     "BlockChange",
+    "Conversation",
+    "ConversationBlock",
     "Message",
     "Organization",
     "Passage",

@@ -22,7 +22,8 @@ class Message(TenantOwned, Base):
     __tablename__ = "message"
     __table_args__ = (
         Index("ix_message_agent_id_seq", "agent_id", "seq"),
-        Index("ix_message_in_context", "agent_id", "seq", postgresql_where=text("in_context")),
+        Index("ix_message_in_context", "agent_id", "conversation_id", "seq", postgresql_where=text("in_context")),
+        Index("ix_message_conversation_id_seq", "conversation_id", "seq", postgresql_where=text("conversation_id IS NOT NULL")),
         # A client's otid identifies its input message: a retried send finds the first one.
         Index("uq_message_agent_id_otid", "agent_id", "otid", unique=True, postgresql_where=text("otid IS NOT NULL")),
         Index("ix_message_agent_id_fts", "agent_id", "fts", postgresql_using="gin"),  # btree_gin
@@ -33,6 +34,8 @@ class Message(TenantOwned, Base):
     id: Mapped[str] = mapped_column(String, primary_key=True)
     seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"))
+    # None: the agent's default conversation.
+    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
     run_id: Mapped[str | None] = mapped_column(String, index=True)
     step_id: Mapped[str | None] = mapped_column(String)
     role: Mapped[str] = mapped_column(String)  # user | assistant | tool

@@ -14,10 +14,15 @@ class Run(TenantOwned, Base):
     """One turn: a send request, its options and its outcome (a retried send returns the stored one)."""
 
     __tablename__ = "run"
-    __table_args__ = (Index("ix_run_organization_id_created_at_id", "organization_id", "created_at", "id"),)
+    __table_args__ = (
+        Index("ix_run_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        Index("ix_run_conversation_id", "conversation_id", postgresql_where=text("conversation_id IS NOT NULL")),
+    )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
+    # None: the agent's default conversation.
+    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
     status: Mapped[str] = mapped_column(String)  # created | running | completed | failed | cancelled
     stop_reason: Mapped[str | None] = mapped_column(String)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
@@ -44,6 +49,7 @@ class Step(TenantOwned, Base):
     id: Mapped[str] = mapped_column(String, primary_key=True)
     agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
     run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    conversation_id: Mapped[str | None] = mapped_column(String)  # the run's
     model: Mapped[str | None] = mapped_column(String)  # the handle, provider/model
     status: Mapped[str] = mapped_column(String)  # success | failed | cancelled
     stop_reason: Mapped[str | None] = mapped_column(String)  # set on the step that ended the run

@@ -23,8 +23,14 @@ _BLOCKS_OF_AGENTS = (
 
 
 def _outside_counts() -> tuple[Any, Any]:
-    """Per agent row: messages stored but out of the context window, and passages in its archives."""
-    recall = select(func.count()).select_from(Message).where(Message.agent_id == Agent.id, ~Message.in_context).scalar_subquery()
+    """Per agent row: messages of its default conversation stored but out of the context window, and
+    passages in its archives."""
+    recall = (
+        select(func.count())
+        .select_from(Message)
+        .where(Message.agent_id == Agent.id, Message.conversation_id.is_(None), ~Message.in_context)
+        .scalar_subquery()
+    )
     archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
     passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
     return recall, passages
@@ -63,6 +69,12 @@ async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dic
     the agent's archives."""
     rows = await session.execute(_OUTSIDE_COUNTS, {"agent_ids": list(agent_ids)})
     return {agent_id: (messages, stored) for agent_id, messages, stored in rows}
+
+
+async def conversation_outside_count(session: AsyncSession, conversation_id: str) -> int:
+    """Messages of the conversation stored but out of its context window."""
+    query = select(func.count()).where(Message.conversation_id == conversation_id, ~Message.in_context)
+    return await session.scalar(query) or 0
 
 
 async def archival_tags(session: AsyncSession, agent_id: str) -> tuple[str, ...]:

@@ -3,6 +3,7 @@ prompt-affecting change, so a stored prompt is never stale."""
 
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.resources import files
 
@@ -26,10 +27,18 @@ def block_views(blocks: Sequence[Block]) -> list[BlockView]:
 
 
 def compile_agent_prompt(
-    agent: Agent, blocks: Sequence[Block], stats: MemoryStats, *, compiled_at: datetime, mode: RenderMode | None = None
+    agent: Agent,
+    blocks: Sequence[Block],
+    stats: MemoryStats,
+    *,
+    compiled_at: datetime,
+    mode: RenderMode | None = None,
+    conversation_id: str = "default",
 ) -> str:
     """The agent's prompt, in its own render mode unless `mode` asks for another."""
-    metadata = render_memory_metadata(agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone)
+    metadata = render_memory_metadata(
+        agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone, conversation_id=conversation_id
+    )
     mode = mode or RenderMode(agent.memory_render_mode)
     return compile_system_prompt(system=agent.system, blocks=block_views(blocks), mode=mode, metadata=metadata)
 
@@ -96,6 +105,19 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
     stats = await memory_stats(session, [agent.id])
     compiled_at = agent.system_compiled_at if keep_timestamp else datetime.now(UTC)
     return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at, mode=mode)
+
+
+async def conversation_prompt(
+    session: AsyncSession, agent: Agent, conversation_id: str, isolated: Sequence[Block], *, compiled_at: datetime
+) -> str:
+    """The prompt of one of the agent's conversations: the agent's blocks as they are now, its own
+    copy where the conversation isolated a label, and the conversation's own recall count."""
+    blocks = (await repository.blocks_in_prompt_order(session, [agent.id]))[agent.id]
+    own = {block.label: block for block in isolated}
+    stats = (await memory_stats(session, [agent.id]))[agent.id]
+    stats = replace(stats, recall_messages=await repository.conversation_outside_count(session, conversation_id))
+    shown = [own.get(block.label, block) for block in blocks]
+    return compile_agent_prompt(agent, shown, stats, compiled_at=compiled_at, conversation_id=conversation_id)
 
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:

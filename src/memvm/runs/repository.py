@@ -1,6 +1,7 @@
 """All run and step SQL."""
 
 from collections.abc import Sequence
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Select, bindparam, func, select, text, update
@@ -8,12 +9,22 @@ from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Run, RunEvent, Step
+from memvm.orm.conversation import in_conversation
+
+_in_conversation = partial(in_conversation, Run.conversation_id)  # threads.py's names
 
 
 def runs_query(
-    *, agent_ids: Sequence[str], statuses: Sequence[str], background: bool | None, stop_reason: str | None
+    *,
+    agent_ids: Sequence[str],
+    statuses: Sequence[str],
+    background: bool | None,
+    stop_reason: str | None,
+    conversation_id: str | None,
 ) -> Select[Run]:
     query = select(Run)
+    if conversation_id is not None:
+        query = query.where(Run.conversation_id == conversation_id)
     if agent_ids:
         query = query.where(Run.agent_id.in_(agent_ids))
     if statuses:
@@ -70,11 +81,17 @@ async def latest_prompt_tokens(session: AsyncSession, agent_ids: Sequence[str]) 
 CANCEL_CHANNEL = "memvm_run_cancel"
 
 
-async def request_cancel(session: AsyncSession, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
-    """Flag the agent's active runs (or those of `run_ids`) and tell every replica, at commit."""
+async def request_cancel(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, run_ids: Sequence[str] | None
+) -> list[str]:
+    """Flag the conversation's active runs (or those of `run_ids`) and tell every replica, at commit."""
     query = (
         update(Run)
-        .where(Run.agent_id == agent_id, Run.status.in_(("created", "running")))
+        .where(
+            Run.agent_id == agent_id,
+            _in_conversation(conversation_id),
+            Run.status.in_(("created", "running")),
+        )
         .values(cancel_requested_at=func.now())
         .returning(Run.id)
     )
@@ -95,11 +112,11 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
     return list(await session.scalars(query))
 
 
-async def fail_running(session: AsyncSession, agent_id: str) -> list[str]:
-    """Mark the agent's `running` runs failed (the caller knows no process runs them)."""
+async def fail_running(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[str]:
+    """Mark the conversation's `running` runs failed (the caller knows no process runs them)."""
     query = (
         update(Run)
-        .where(Run.agent_id == agent_id, Run.status == "running")
+        .where(Run.agent_id == agent_id, _in_conversation(conversation_id), Run.status == "running")
         .values(status="failed", stop_reason="error", completed_at=func.now())
         .returning(Run.id)
     )
@@ -128,3 +145,15 @@ async def running_runs(session: AsyncSession) -> list[Run]:
 
 async def queued_runs(session: AsyncSession) -> list[Run]:
     return list(await session.scalars(select(Run).where(Run.status == "created")))
+
+
+async def newest_run(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, *, otid: str | None, active_only: bool
+) -> Run | None:
+    """The conversation's newest run: the newest active one, or the one whose request carried `otid`."""
+    query = select(Run).where(Run.agent_id == agent_id, _in_conversation(conversation_id))
+    if otid is not None:
+        query = query.where(Run.request_config["otids"].contains([otid]))
+    if active_only:
+        query = query.where(Run.status.in_(("created", "running")))
+    return await session.scalar(query.order_by(Run.created_at.desc()).limit(1))

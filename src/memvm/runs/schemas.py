@@ -23,6 +23,7 @@ def status_after(stop_reason: str) -> RunStatus:
 class RunRead(BaseModel):
     id: str
     agent_id: str
+    conversation_id: str | None = None
     status: RunStatus
     stop_reason: str | None
     background: bool
@@ -42,6 +43,7 @@ class RunRead(BaseModel):
         return cls(
             id=run.id,
             agent_id=run.agent_id,
+            conversation_id=run.conversation_id,
             status=run.status,
             stop_reason=run.stop_reason,
             background=run.background,

@@ -14,6 +14,7 @@ from memvm.orm import Run, RunEvent, Step
 from memvm.runs import repository
 from memvm.runs.clock import RunClock
 from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, status_after
+from memvm.threads import ANY_CONVERSATION, describe
 
 
 @dataclass(frozen=True)
@@ -23,26 +24,42 @@ class RunFilter:
     active: bool | None = None  # True: created or running; False: finished
     background: bool | None = None
     stop_reason: str | None = None
+    conversation_id: str | None = None
 
 
-async def start_run(session: AsyncSession, agent_id: str, *, request_config: dict[str, Any], run_id: str | None = None) -> Run:
+async def start_run(
+    session: AsyncSession,
+    agent_id: str,
+    conversation_id: str | None,
+    *,
+    request_config: dict[str, Any],
+    run_id: str | None = None,
+) -> Run:
     """The running turn's run: a new one, or the background run created when it was queued."""
     if run_id is not None:
         run = await get_run(session, run_id)
         run.status = "running"
         return run
-    run = Run(id=new_id("run"), agent_id=agent_id, status="running", request_config=request_config)
+    run = Run(id=new_id("run"), agent_id=agent_id, conversation_id=conversation_id, status="running")
+    run.request_config = request_config
     session.add(run)
     return run
 
 
 async def queue_run(
-    session: AsyncSession, run_id: str, agent_id: str, *, request_config: dict[str, Any], callback_url: str | None = None
+    session: AsyncSession,
+    run_id: str,
+    agent_id: str,
+    conversation_id: str | None,
+    *,
+    request_config: dict[str, Any],
+    callback_url: str | None = None,
 ) -> Run:
     """A background run, `created` until its turn starts."""
     run = Run(
         id=run_id,
         agent_id=agent_id,
+        conversation_id=conversation_id,
         status="created",
         request_config=request_config,
         background=True,
@@ -54,10 +71,10 @@ async def queue_run(
     return run
 
 
-async def fail_orphans(session: AsyncSession, agent_id: str) -> list[str]:
-    """Runs marked running whose process is gone. Call it holding the agent's turn lock: a live
-    turn holds that lock, so no run of the agent can still be running."""
-    return await repository.fail_running(session, agent_id)
+async def fail_orphans(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[str]:
+    """Runs of the conversation marked running whose process is gone. Call it holding the
+    conversation's turn lock: a live turn holds that lock, so none of its runs can still be running."""
+    return await repository.fail_running(session, agent_id, conversation_id)
 
 
 async def running_runs(session: AsyncSession) -> list[Run]:
@@ -119,6 +136,7 @@ async def list_runs(session: AsyncSession, page: PageRequest, run_filter: RunFil
         statuses=sorted(statuses) if statuses != ALL_STATUSES else [],
         background=run_filter.background,
         stop_reason=run_filter.stop_reason,
+        conversation_id=run_filter.conversation_id,
     )
     if not statuses:
         return []
@@ -167,9 +185,21 @@ async def latest_prompt_tokens(session: AsyncSession, agent_ids: Sequence[str]) 
 CANCEL_CHANNEL = repository.CANCEL_CHANNEL
 
 
-async def request_cancel(session: AsyncSession, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
-    """Ask the agent's active runs to stop, on whichever replica runs them; the ids asked."""
-    return await repository.request_cancel(session, agent_id, run_ids)
+async def request_cancel(
+    session: AsyncSession, agent_id: str, run_ids: Sequence[str] | None, *, conversation_id: str | None = ANY_CONVERSATION
+) -> list[str]:
+    """Ask the active runs of a conversation (by default of every conversation of the agent) to
+    stop, on whichever replica runs them; the ids asked."""
+    return await repository.request_cancel(session, agent_id, conversation_id, run_ids)
+
+
+async def run_to_follow(session: AsyncSession, agent_id: str, conversation_id: str | None, *, otid: str | None) -> Run:
+    """The run a client resumes: the one whose send carried `otid`, else the newest active run."""
+    run = await repository.newest_run(session, agent_id, conversation_id, otid=otid, active_only=otid is None)
+    if run is None:
+        what = f"whose send carried otid {otid!r}" if otid else "active"
+        raise NotFound(f"There is no run {what} in {describe(agent_id, conversation_id)}.")
+    return run
 
 
 async def cancel_requested(session: AsyncSession, run_id: str) -> bool:

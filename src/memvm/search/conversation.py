@@ -4,17 +4,34 @@ tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion.""
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Literal
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import Float, Select, SmallInteger, Text, cast, column, func, literal, null, select, union_all
+from sqlalchemy import (
+    Float,
+    Select,
+    SmallInteger,
+    Text,
+    cast,
+    column,
+    func,
+    literal,
+    null,
+    select,
+    union_all,
+)
 from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Message
+from memvm.orm.conversation import in_conversation
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
 from memvm.search.vector_index import prefer_vector_index, same_model
+from memvm.threads import ANY_CONVERSATION
+
+_in_conversation = partial(in_conversation, Message.conversation_id)  # threads.py's names
 
 SearchMode = Literal["hybrid", "vector", "fts"]
 # Each ranking contributes this many candidates (at least) before fusion.
@@ -42,6 +59,7 @@ async def search_messages(
     agent_ids: Sequence[str],
     query: str,
     vector: QueryVector | None,
+    conversation_id: str | None = ANY_CONVERSATION,
     mode: SearchMode = "hybrid",
     roles: Sequence[str] = (),
     start: datetime | None = None,
@@ -52,7 +70,7 @@ async def search_messages(
     """Best first. Without a query vector, hybrid falls back to full-text alone. Both rankings come
     back from one statement (a UNION ALL of their branches), the fused winners from a second."""
     candidates = max(CANDIDATES, 2 * limit)
-    base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end)
+    base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
     if exclude_run_id is not None:
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
     branches = await _fts_branches(session, base, query, candidates) if mode in ("hybrid", "fts") else []

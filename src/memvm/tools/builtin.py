@@ -26,7 +26,7 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
         ),
         ToolSpec(
             "conversation_search",
-            "Search earlier conversation history (recall memory), including messages no longer in your context window.",
+            "Search earlier messages of this conversation (recall memory), including those no longer in your context window.",
             _object(
                 {
                     "query": _string("What to look for."),
@@ -43,6 +43,10 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
                     },
                     "start_date": _string("Only messages on or after this ISO date or datetime."),
                     "end_date": _string("Only messages on or before this ISO date or datetime."),
+                    "all_conversations": {
+                        "type": "boolean",
+                        "description": "Search every conversation you have had, not only this one (default false).",
+                    },
                 },
                 ["query"],
             ),

@@ -21,6 +21,7 @@ from memvm.api.console.session import (
 )
 from memvm.api.deps import AgentId, RuntimeDep
 from memvm.blocks.schemas import BlockRead
+from memvm.conversations.thread import ThreadRef
 from memvm.db.pagination import PageRequest
 from memvm.errors import Unauthenticated
 from memvm.memory.compiler import RenderMode
@@ -152,7 +153,7 @@ async def context_view(request: Request, runtime: RuntimeDep, agent_id: AgentId,
 @router.post("/agents/{agent_id}/compact")
 async def compact_now(request: Request, runtime: RuntimeDep, agent_id: AgentId, caller: ConsoleCaller) -> Response:
     """Summarize the older messages now (as POST /v1/agents/{id}/summarize)."""
-    result = await window_operations.summarize(runtime, caller, agent_id)
+    result = await window_operations.summarize(runtime, caller, ThreadRef.default_of(agent_id))
     notice = f"Compacted: {result['num_messages_before']} messages in the window before, {result['num_messages_after']} after."
     context = await _context(runtime, caller, agent_id)
     return page(request, "_context.html", agent_id=agent_id, notice=notice, **context)

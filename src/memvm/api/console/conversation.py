@@ -17,6 +17,7 @@ from memvm.agents import letta_messages
 from memvm.agents import service as agents
 from memvm.api.console.session import PREFIX, ConsoleCaller, ConsoleTx, console_router, page, templates
 from memvm.api.deps import AgentId, RuntimeDep
+from memvm.conversations.thread import ThreadRef
 from memvm.errors import NotFound
 from memvm.ids import id_pattern
 from memvm.messages.schemas import SendRequest
@@ -117,7 +118,7 @@ async def _start(
     request: Request, runtime: RuntimeDeps, caller: Caller, agent_id: str, body: SendRequest, *, sent: str
 ) -> Response:
     """`sent`: what the operator sent, shown at once above the streamed reply."""
-    run = await start_background(runtime, caller, agent_id, body)
+    run = await start_background(runtime, caller, ThreadRef.default_of(agent_id), body)
     return page(request, "_live.html", agent_id=agent_id, run=run, sent=sent)
 
 

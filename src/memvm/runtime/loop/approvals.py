@@ -12,11 +12,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from memvm.conversations.thread import Thread
 from memvm.errors import Conflict, InvalidInput
 from memvm.ids import new_id
 from memvm.llm.types import Completion, ToolCall, ToolSpec
 from memvm.messages.schemas import ApprovalCreate, ApprovalReturn, ClientToolReturn, SendRequest
-from memvm.orm import Agent, Message
+from memvm.orm import Message
 from memvm.runtime.tools.outcome import ToolOutcome
 
 WaitKind = Literal["approval", "client"]
@@ -113,23 +114,25 @@ def answered_outcome(answer: Answer) -> ToolOutcome | None:
     return None
 
 
-def answers_to_pending(agent: Agent, request: SendRequest) -> dict[str, Answer] | None:
-    """A new message while the agent waits is refused (409); an approval must answer what waits."""
-    approval = request.approval()
-    if agent.pending_approval is None:
+def answers_to_pending(thread: Thread, request: SendRequest) -> dict[str, Answer] | None:
+    """A new message while the conversation waits is refused (409); an approval must answer what
+    waits. The refusal says "waiting for approval", which clients such as Letta Code look for."""
+    approval, pending = request.approval(), thread.pending_approval
+    if pending is None:
         if approval is not None:
-            raise InvalidInput(f"Agent {agent.id} is not waiting for an approval; send a normal message.")
+            raise InvalidInput(f"In {thread.name}, the agent is not waiting for an approval; send a normal message.")
         return None
     if approval is None:
         raise Conflict(
-            f"Agent {agent.id} is waiting for the client's answer to {describe(agent.pending_approval)}. Answer it first "
-            'with {"type": "approval", "approvals": [{"type": "approval", "tool_call_id": ..., "approve": true}]}.'
+            f"In {thread.name}, the agent is waiting for approval on a tool call: the client's answer to "
+            f"{describe(pending)}. Answer it first with "
+            '{"type": "approval", "approvals": [{"type": "approval", "tool_call_id": ..., "approve": true}]}.'
         )
-    return answers(agent.pending_approval, approval)
+    return answers(pending, approval)
 
 
 def answer_message(
-    pending: dict[str, Any], given: dict[str, Answer], approval: ApprovalCreate | None, base: dict[str, str]
+    pending: dict[str, Any], given: dict[str, Answer], approval: ApprovalCreate | None, base: dict[str, str | None]
 ) -> Message:
     """The client's answers as stored: shown as an approval_response_message, never to the model
     (it reads the tool results that follow)."""

@@ -5,12 +5,12 @@ the window is emptied as each turn ends, so what is stored is what the next turn
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.conversations.thread import Thread
 from memvm.messages import service as messages
-from memvm.orm import Agent
 
 
-async def clear_after_turn(session: AsyncSession, agent: Agent, stop_reason: str) -> None:
+async def clear_after_turn(session: AsyncSession, thread: Thread, stop_reason: str) -> None:
     """In the transaction that finishes the turn, however it ended. A turn stopped to wait for the
     client (requires_approval) keeps its window: the answer continues it and pairs with those calls."""
-    if agent.message_buffer_autoclear and stop_reason != "requires_approval":
-        await messages.reset_context(session, agent.id)
+    if thread.agent.message_buffer_autoclear and stop_reason != "requires_approval":
+        await messages.reset_context(session, thread.agent.id, thread.conversation_id)

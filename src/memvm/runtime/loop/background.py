@@ -16,6 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import ThreadRef
 from memvm.db.engine import database_unreachable
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
@@ -26,6 +28,7 @@ from memvm.messages.schemas import SendRequest
 from memvm.orm import Run
 from memvm.runs import service as runs
 from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
+from memvm.runtime.loop.approvals import answers_to_pending
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.loop.run_end import when_reachable
 from memvm.runtime.loop.send import send
@@ -36,38 +39,41 @@ CALLBACK_ATTEMPTS = 3
 CALLBACK_TIMEOUT_SECONDS = 5.0
 
 
-async def start_background(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> Run:
-    """Queue the turn and return its run (`created`); the turn starts once it has the agent's lock.
-    This process claims the run before storing it and holds the claim until the run has ended."""
+async def start_background(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest) -> Run:
+    """Queue the turn and return its run (`created`); the turn starts once it has the conversation's
+    lock. A send that waiting tool calls refuse is refused here, before anything is queued. This
+    process claims the run before storing it and holds the claim until the run has ended."""
     run_id = new_id("run")
     claim = await claim_run(deps.lock_engine, run_id)
     try:
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
-            await agents.get_agent(session, agent_id)
+            thread = await conversations.open_thread(session, ref, for_write=True)
+            answers_to_pending(thread, request)
             config, callback = request.run_config(), request.callback_url
-            run = await runs.queue_run(session, run_id, agent_id, request_config=config, callback_url=callback)
+            agent_id, conversation_id = thread.agent.id, thread.conversation_id
+            run = await runs.queue_run(session, run_id, agent_id, conversation_id, request_config=config, callback_url=callback)
     except BaseException:
         await asyncio.shield(claim.close())
         raise
-    deps.in_background(_run(deps, caller, agent_id, request, run.id, claim))
+    deps.in_background(_run(deps, caller, ref, request, run.id, claim))
     return run
 
 
 async def _run(
-    deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str, claim: AsyncConnection
+    deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest, run_id: str, claim: AsyncConnection
 ) -> None:
     try:
-        await _turn(deps, caller, agent_id, request, run_id)
+        await _turn(deps, caller, ref, request, run_id)
     finally:
         await asyncio.shield(claim.close())  # the run has ended (or this process is stopping)
     if request.callback_url:
         await _call_back(deps, caller, run_id, request.callback_url)
 
 
-async def _turn(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str) -> None:
+async def _turn(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest, run_id: str) -> None:
     seq, last_stop = 0, None
     try:
-        async with aclosing(send(deps, caller, agent_id, request, run_id)) as events:
+        async with aclosing(send(deps, caller, ref, request, run_id)) as events:
             async for event in events:
                 if event.get("message_type") == "ping":
                     continue
@@ -157,14 +163,27 @@ async def follow(
 
 
 async def cancel_runs(deps: RuntimeDeps, caller: Caller, agent_id: str, run_ids: Sequence[str] | None) -> list[str]:
-    """Flag the agent's active runs (or those of `run_ids`) to stop at their next safe point; this
-    replica's stop at once, the others' when the NOTIFY arrives. The runs asked to stop."""
+    """Flag the active runs of every conversation of the agent (or those of `run_ids`) to stop at
+    their next safe point; this replica's stop at once, the others' when the NOTIFY arrives. The
+    runs asked to stop."""
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
         await agents.get_agent(session, agent_id)
         asked = await runs.request_cancel(session, agent_id, run_ids)
-    for run_id in asked:
+    return _signal(deps, asked)
+
+
+async def cancel_conversation_runs(deps: RuntimeDeps, caller: Caller, ref: ThreadRef) -> list[str]:
+    """As cancel_runs, for the active runs of one conversation."""
+    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        thread = await conversations.open_thread(session, ref)
+        asked = await runs.request_cancel(session, thread.agent.id, None, conversation_id=thread.conversation_id)
+    return _signal(deps, asked)
+
+
+def _signal(deps: RuntimeDeps, run_ids: list[str]) -> list[str]:
+    for run_id in run_ids:
         deps.cancels.signal(run_id)
-    return asked
+    return run_ids
 
 
 async def fail_orphaned_runs(deps: RuntimeDeps) -> int:
@@ -172,20 +191,20 @@ async def fail_orphaned_runs(deps: RuntimeDeps) -> int:
     is gone, and so were runs left `created` whose claim is free; fail them so clients polling them
     get an answer."""
     async with transaction(deps.sessionmaker, ALL_ORGANIZATIONS) as session:
-        running = [(run.organization_id, run.agent_id) for run in await runs.running_runs(session)]
+        running = [(run.organization_id, run.agent_id, run.conversation_id) for run in await runs.running_runs(session)]
         queued = [(run.organization_id, run.id) for run in await runs.queued_runs(session)]
     failed = 0
     for organization_id, run_id in queued:
         if not await run_claimed(deps.lock_engine, run_id):
             async with transaction(deps.sessionmaker, organization_id) as session:
                 failed += await runs.fail_queued(session, run_id)
-    for organization_id, agent_id in dict.fromkeys(running):
+    for organization_id, agent_id, conversation_id in dict.fromkeys(running):
         try:
             async with (
-                deps.turn_lock(organization_id, agent_id, timeout_seconds=0.001),
+                deps.turn_lock(organization_id, conversation_id or agent_id, timeout_seconds=0.001),
                 transaction(deps.sessionmaker, organization_id) as session,
             ):
-                failed += len(await runs.fail_orphans(session, agent_id))
+                failed += len(await runs.fail_orphans(session, agent_id, conversation_id))
         except DomainError:  # the lock is held: a live process runs that agent's turn
             continue
     return failed

@@ -13,7 +13,7 @@ from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.models import ModelSource, ProviderModels
-from memvm.runtime.loop.turn_lock import agent_turn_lock
+from memvm.runtime.loop.turn_lock import turn_lock
 from memvm.runtime.tools.web import WebTools
 from memvm.sandbox.runner import Sandbox
 
@@ -35,12 +35,13 @@ class RuntimeDeps:
     background: set["asyncio.Task[None]"] = field(default_factory=set)  # see in_background
 
     def turn_lock(
-        self, organization_id: str, agent_id: str, *, timeout_seconds: float | None = None
+        self, organization_id: str, key: str, *, timeout_seconds: float | None = None
     ) -> AbstractAsyncContextManager[asyncio.Event]:
-        """The agent's turn lock (turn_lock.py), waiting as long as the settings allow unless
-        told otherwise; the event is set if the lock is lost."""
+        """A conversation's turn lock (turn_lock.py; `key`: ThreadRef.lock_key, the agent's id for
+        its default conversation), waiting as long as the settings allow unless told otherwise; the
+        event is set if the lock is lost."""
         wait = self.settings.turn_lock_timeout_seconds if timeout_seconds is None else timeout_seconds
-        return agent_turn_lock(self.turn_lock_engine, organization_id, agent_id, timeout_seconds=wait)
+        return turn_lock(self.turn_lock_engine, organization_id, key, timeout_seconds=wait)
 
     @property
     def web_tools(self) -> WebTools:

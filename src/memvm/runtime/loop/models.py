@@ -8,7 +8,7 @@ from memvm.config import Settings
 from memvm.errors import InvalidInput
 from memvm.llm.ports import ChatModel
 from memvm.llm.types import Endpoint
-from memvm.orm import Agent
+from memvm.orm import Agent, Conversation
 
 
 class ModelSource(Protocol):
@@ -39,19 +39,23 @@ class AgentModel:
     context_window: int
 
 
-def resolve_model(agent: Agent, source: ModelSource, settings: Settings) -> AgentModel:
-    """llm_config wins (model, model_endpoint, context_window); else the `provider/name` handle on
-    the configured OpenAI-compatible endpoint; else the server's default model."""
+def resolve_model(agent: Agent, source: ModelSource, settings: Settings, conversation: Conversation | None = None) -> AgentModel:
+    """A conversation's own `model` and `context_window_limit` win; then llm_config (model,
+    model_endpoint, context_window); else the `provider/name` handle on the configured
+    OpenAI-compatible endpoint; else the server's default model."""
     config = agent.llm_config or {}
     handle = agent.model or settings.default_model
     name = config.get("model") or (handle.split("/", 1)[1] if handle else None)
+    if conversation is not None and conversation.model:
+        name = conversation.model.split("/", 1)[1]
     if not name:
         raise InvalidInput(
             f"Agent {agent.id!r} has no model. Set `model` (e.g. 'openai/gpt-4o-mini') or `llm_config` on the agent, "
             "or start the server with MEMVM_DEFAULT_MODEL."
         )
     endpoint = Endpoint(base_url=config.get("model_endpoint"))
-    return AgentModel(model=source.for_endpoint(endpoint), name=name, context_window=context_window_of(agent, settings))
+    window = (conversation.context_window_limit if conversation else None) or context_window_of(agent, settings)
+    return AgentModel(model=source.for_endpoint(endpoint), name=name, context_window=window)
 
 
 def context_window_of(agent: Agent, settings: Settings) -> int:

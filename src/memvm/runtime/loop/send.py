@@ -1,4 +1,4 @@
-"""Sending to an agent: take the agent's turn lock, replay a repeated otid, else run a turn."""
+"""Sending to a conversation: take its turn lock, replay a repeated otid, else run a turn."""
 
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from memvm.actors import Caller
-from memvm.agents import service as agents
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import ThreadRef
 from memvm.db.engine import database_unreachable
 from memvm.db.uow import transaction
 from memvm.ids import new_id
@@ -31,18 +32,18 @@ def ready(run_id: str | None = None) -> dict[str, Any]:
 
 
 async def send(
-    deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest, run_id: str | None = None
+    deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest, run_id: str | None = None
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """A ping (see `ready`), then the turn's events. The turn lock is held until the iterator is
-    exhausted or closed. `run_id`: a background run created when the send was queued."""
-    async with deps.turn_lock(caller.organization_id, agent_id) as lock_lost:
-        replayed = await _stored_result(deps, caller, agent_id, request)
+    """A ping (see `ready`), then the turn's events. The conversation's turn lock is held until the
+    iterator is exhausted or closed. `run_id`: a background run created when the send was queued."""
+    async with deps.turn_lock(caller.organization_id, ref.lock_key) as lock_lost:
+        replayed = await _stored_result(deps, caller, ref, request)
         if replayed is not None:
             yield ready()
             for event in replayed:
                 yield event
             return
-        turn = await Turn.start(deps, caller, agent_id, request, run_id, lock_lost)
+        turn = await Turn.start(deps, caller, ref, request, run_id, lock_lost)
         yield ready(turn.run_id)
         # aclosing: a client that goes away closes this generator, and the turn must hear of it.
         async with aclosing(turn.events()) as events:
@@ -56,17 +57,17 @@ async def send(
                 raise
 
 
-async def _stored_result(deps: RuntimeDeps, caller: Caller, agent_id: str, request: SendRequest) -> list[dict[str, Any]] | None:
+async def _stored_result(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest) -> list[dict[str, Any]] | None:
     """The stored outcome of an earlier send whose input carried one of these otids (SDK retries)."""
     otids = request.otids()
     if not otids:
         return None
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
+        thread = await conversations.open_thread(session, ref)
         for otid in otids:
-            found = await messages.run_of_otid(session, agent_id, otid)
+            found = await messages.run_of_otid(session, thread.agent.id, otid)
             if found is not None:
-                agent = await agents.get_agent(session, agent_id)
-                return _replay(agent.agent_type, *found)
+                return _replay(thread.agent.agent_type, *found)
     return None
 
 

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -18,14 +18,15 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
 from memvm.actors import Actor, Caller
-from memvm.agents import service as agents
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import Thread, ThreadRef
 from memvm.db.uow import transaction
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, ToolCall, ToolSpec
 from memvm.messages import service as messages
-from memvm.messages.letta_format import error_message, to_letta
+from memvm.messages.letta_format import error_message
 from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
 from memvm.prompts.service import recompiles_at_end
@@ -43,14 +44,14 @@ from memvm.runtime.loop.approvals import (
     waiting_calls,
     without,
 )
-from memvm.runtime.loop.compaction import CompactionError, compact
+from memvm.runtime.loop.compaction import CompactionError, check_fixed_part, compact
 from memvm.runtime.loop.conversation import to_chat_all
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.loop.model_call import RunCancelled
 from memvm.runtime.loop.models import AgentModel, resolve_model
 from memvm.runtime.loop.policy import RuleTrack, StepEnd
-from memvm.runtime.loop.step_rows import heartbeat, step_head
-from memvm.runtime.loop.tokens import estimate_message, estimate_text, estimate_tools
+from memvm.runtime.loop.step_rows import for_client, heartbeat, row_base, step_head
+from memvm.runtime.loop.tokens import estimate_message, estimate_tools
 from memvm.runtime.loop.turn_lock import TurnLockLost
 from memvm.runtime.loop.turn_tools import turn_tools
 from memvm.runtime.loop.usage import StepMeter, Usage
@@ -71,7 +72,7 @@ class Turn:
     """State of one running turn. Create with `Turn.start` while holding the agent's turn lock."""
 
     deps: RuntimeDeps
-    agent: Agent
+    thread: Thread  # the agent, and the conversation the turn runs in
     agent_model: AgentModel
     run_id: str
     request: SendRequest
@@ -96,33 +97,40 @@ class Turn:
     embedding: EmbeddingModel | None = None
     finished: bool = False  # the run's end is stored (by the last step's transaction)
 
+    @property
+    def agent(self) -> Agent:
+        return self.thread.agent
+
     @classmethod
     async def start(
         cls,
         deps: RuntimeDeps,
         caller: Caller,
-        agent_id: str,
+        ref: ThreadRef,
         request: SendRequest,
         run_id: str | None,
         lock_lost: asyncio.Event | None = None,
     ) -> "Turn":
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
-            agent = await agents.get_agent(session, agent_id)
-            answers = answers_to_pending(agent, request)
-            agent_model = resolve_model(agent, deps.models, deps.settings)
-            attached = await tools.agent_tools(session, agent_id)
-            window = await messages.in_context(session, agent_id)
-            await runs.fail_orphans(session, agent_id)  # we hold the turn lock: no other run is running
-            run = await runs.start_run(session, agent_id, request_config=request.run_config(), run_id=run_id)
+            thread = await conversations.open_thread(session, ref, for_write=True)
+            agent, conversation_id = thread.agent, thread.conversation_id
+            answers = answers_to_pending(thread, request)
+            agent_model = resolve_model(agent, deps.models, deps.settings, thread.conversation)
+            attached = await tools.agent_tools(session, agent.id)
+            window = await messages.in_context(session, agent.id, conversation_id)
+            system_prompt = await conversations.system_prompt(session, thread)
+            await runs.fail_orphans(session, agent.id, conversation_id)  # we hold the turn lock: none of its runs runs
+            run = await runs.start_run(session, agent.id, conversation_id, request_config=request.run_config(), run_id=run_id)
+            await conversations.note_send(session, thread)
         embedder = deps.embedders.for_handle(agent.embedding)
         offer = turn_tools(agent, attached, request)
         return cls(
             deps=deps,
-            agent=agent,
+            thread=thread,
             agent_model=agent_model,
             run_id=run.id,
             request=request,
-            system_prompt=agent.compiled_system,
+            system_prompt=system_prompt,
             tool_specs=offer.specs,
             track=offer.track,
             waiting=offer.waiting,
@@ -199,7 +207,7 @@ class Turn:
             yield await self._after_overflow(overflow)
             return
         except LLMError as failure:
-            self.failed_step = self.meter.failed({"agent_id": self.agent.id, "run_id": self.run_id}, failure)
+            self.failed_step = self.meter.failed(row_base(self.thread, self.run_id), failure)
             yield StepEnd("llm_api_error", failure.message)
             return
         except CompactionError as failure:
@@ -221,7 +229,7 @@ class Turn:
         sandboxed = await self.custom_calls.run(without(completion, waiting).tool_calls, frozenset(offered))
         shown, stop_reason = await self._store_step(completion, vectors, sandboxed, waiting)
         self.deps.embedding_wakeup.set()
-        for letta in self._for_client(shown, streamed):
+        for letta in for_client(shown, self.request, self.agent.agent_type, streamed):
             yield letta
         yield StepEnd(stop_reason)
 
@@ -247,15 +255,10 @@ class Turn:
             await self._compact(force=False)
 
     async def _compact(self, *, force: bool) -> None:
-        fixed = estimate_text(self.system_prompt) + estimate_tools(self.tool_specs)
-        if fixed >= self.agent_model.context_window:
-            raise CompactionError(
-                f"The system prompt and tools alone take about {fixed} tokens, more than the context window of "
-                f"{self.agent_model.context_window}. Shorten memory blocks or raise the agent's context window."
-            )
-        await compact(self.deps.sessionmaker, self.agent.organization_id, self.agent.id, self.agent_model, force=force)
-        async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
-            self.history = to_chat_all(await messages.in_context(session, self.agent.id))
+        check_fixed_part(self.system_prompt, self.tool_specs, self.agent_model.context_window)
+        compacted = await compact(self.deps.sessionmaker, self.agent.organization_id, self.thread, self.agent_model, force=force)
+        if compacted is not None:
+            self.history = to_chat_all(compacted.window)
         self.last_prompt_tokens = 0
 
     async def _after_overflow(self, overflow: ContextWindowExceeded) -> StepEnd:
@@ -272,16 +275,16 @@ class Turn:
         """The step that answers what the agent waited on: approved calls run now (custom ones in
         the sandbox first), denied and client-run calls get the client's outcome; then the loop
         decides as after any step."""
-        assert self.answers is not None and self.agent.pending_approval is not None
+        assert self.answers is not None and self.thread.pending_approval is not None
         self.meter = StepMeter(None)  # no model call in this step
-        calls = waiting_calls(self.agent.pending_approval)
+        calls = waiting_calls(self.thread.pending_approval)
         settled = {call_id: outcome for call_id, answer in self.answers.items() if (outcome := answered_outcome(answer))}
         approved = Completion(None, tuple(call for call in calls if call.id not in settled))
         settled |= await self.custom_calls.run(approved.tool_calls, frozenset(call.name for call in calls))
         completion = Completion(None, tuple(calls))
         vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), approved.tool_calls)
         shown, stop_reason = await self._store_step(completion, vectors, settled, [])
-        for letta in self._for_client(shown):
+        for letta in for_client(shown, self.request, self.agent.agent_type):
             yield letta
         yield StepEnd(stop_reason)
 
@@ -302,10 +305,11 @@ class Turn:
                 "step; another turn of this agent may have started since. Send again."
             )
         step_id = new_id("step")
-        base = {"agent_id": self.agent.id, "run_id": self.run_id, "step_id": step_id}
+        base = row_base(self.thread, self.run_id, step_id)
+        pending = self.thread.pending_approval or {}
         async with transaction(self.deps.sessionmaker, self.agent.organization_id) as session:
             if self.answers is not None:
-                head = [answer_message(self.agent.pending_approval or {}, self.answers, self.request.approval(), base)]
+                head = [answer_message(pending, self.answers, self.request.approval(), base)]
             else:
                 head = step_head(self.pending_inputs, completion, waiting, base, self.streamed_message_id)
             session.add_all(head)
@@ -314,7 +318,8 @@ class Turn:
                 session,
                 self.agent.id,
                 Actor("agent", self.agent.id, step_id, run_id=self.run_id),
-                message_id=head[-1].id if self.answers is None else (self.agent.pending_approval or {}).get("id"),
+                conversation_id=self.thread.conversation_id,
+                message_id=head[-1].id if self.answers is None else pending.get("id"),
                 run_id=self.run_id,
                 timezone=self.agent.timezone,
                 embedding=self.embedding,
@@ -348,7 +353,7 @@ class Turn:
         ready: Completion,
         outcomes: list[ToolOutcome],
         held: tuple[str, list[tuple[ToolCall, WaitKind]]],
-        base: dict[str, str],
+        base: dict[str, str | None],
         stored: list[Message],
     ) -> str | None:
         """After the step's calls ran: wait for the client, stop, or go on (with a heartbeat when the
@@ -357,25 +362,16 @@ class Turn:
         self.track.record(ready, outcomes)
         request_id, waiting = held  # the assistant message that made the waiting calls, and the calls
         if waiting:
-            await agents.set_pending_approval(session, self.agent, pending_record(request_id, self.run_id, waiting))
+            await self.thread.set_pending_approval(session, pending_record(request_id, self.run_id, waiting))
             return "requires_approval"
-        if self.agent.pending_approval is not None:
-            await agents.set_pending_approval(session, self.agent, None)
+        if self.thread.pending_approval is not None:
+            await self.thread.set_pending_approval(session, None)
         decision = self.track.decide(self.agent.agent_type, ready, outcomes, self.invalid_streak)
         if decision.stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
             why = decision.nudge or policy.heartbeat_reason(outcomes)
             stored.append(heartbeat(why, base))
             session.add(stored[-1])
         return decision.stop_reason
-
-    def _for_client(self, shown: list[Message], streamed_id: str | None = None) -> Iterator[dict[str, Any]]:
-        """The Letta messages of the types asked for, less the assistant message already streamed."""
-        wanted, compaction = self.request.include_return_message_types, self.request.include_compaction_messages
-        for message in shown:
-            for letta in to_letta(message, agent_type=self.agent.agent_type, include_compaction=compaction):
-                already_streamed = letta["id"] == streamed_id and letta["message_type"] == "assistant_message"
-                if (wanted is None or letta["message_type"] in wanted) and not already_streamed:
-                    yield letta
 
     async def _finish(self, stop_reason: str) -> None:
         """Ends the run, unless the last step's transaction already did."""
@@ -394,6 +390,7 @@ class Turn:
     async def _record_end(self, session: AsyncSession, stop_reason: str) -> None:
         if self.failed_step is not None:
             runs.record_step(session, self.failed_step)
-        await autoclear.clear_after_turn(session, self.agent, stop_reason)
+        await autoclear.clear_after_turn(session, self.thread, stop_reason)
+        await conversations.note_run_end(session, self.thread)
         usage = self.usage.as_letta(self.run_id)
         await runs.finish_run(session, self.run_id, stop_reason=stop_reason, usage=usage, clock=self.clock)

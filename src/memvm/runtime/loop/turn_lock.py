@@ -1,5 +1,6 @@
-"""One turn at a time per agent, across every process sharing the database: a PostgreSQL
-session-level advisory lock held on a dedicated connection for the whole turn.
+"""One turn at a time per conversation (an agent's default conversation is keyed by the agent's
+id, another by its own), across every process sharing the database: a PostgreSQL session-level
+advisory lock held on a dedicated connection for the whole turn.
 
 That connection comes from a pool of its own (db/engine.py, build_turn_lock_engine). The turn
 unlocks before handing it back; when it cannot be sure it did (an error, cancellation, a lost
@@ -34,16 +35,17 @@ _UNLOCK = select(func.pg_advisory_unlock_all())
 
 
 class TurnLockLost(Exception):
-    """The connection holding the agent's turn lock ended (the database restarted): another turn may
+    """The connection holding the conversation's turn lock ended (the database restarted): another turn may
     hold the lock now, so this one must store nothing more."""
 
 
 @asynccontextmanager
-async def agent_turn_lock(
-    turn_lock_engine: AsyncEngine, organization_id: str, agent_id: str, *, timeout_seconds: float
+async def turn_lock(
+    turn_lock_engine: AsyncEngine, organization_id: str, key: str, *, timeout_seconds: float
 ) -> AsyncIterator[asyncio.Event]:
-    """Wait up to `timeout_seconds` for the agent's running turn to finish, else raise Busy. The key
-    includes the organization, so naming another organization's agent never waits on its turns.
+    """Wait up to `timeout_seconds` for the running turn of `key` (an agent's or a conversation's id)
+    to finish, else raise Busy. The lock's key includes the organization, so naming another
+    organization's agent never waits on its turns.
 
     Yields an event set when the lock's connection ends: a database restart releases the lock while
     the holder still runs, so a turn must check it before storing a step (TurnLockLost)."""
@@ -54,14 +56,15 @@ async def agent_turn_lock(
         wait_limit = f"{max(1, int(timeout_seconds * 1000))}ms"
         try:
             with metrics.timed(metrics.TURN_LOCK_SECONDS):
-                await connection.execute(_LOCK, {"timeout": wait_limit, "key": f"{organization_id}/{agent_id}"})
+                await connection.execute(_LOCK, {"timeout": wait_limit, "key": f"{organization_id}/{key}"})
         except DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
                 raise
             state.refused = True
+            what = f"Agent {key!r}" if key.startswith("agent-") else f"Conversation {key!r}"
             raise Busy(
-                f"Agent {agent_id!r} is busy with another turn that did not finish within {timeout_seconds:g}s. "
-                "Send again when it is done; turns of one agent never run concurrently."
+                f"{what} is busy with another active run that did not finish within {timeout_seconds:g}s. "
+                "Send again when it is done; turns of one conversation never run concurrently."
             ) from None
         state.driver = (await connection.get_raw_connection()).driver_connection
         state.driver.add_termination_listener(state.on_end(lost))

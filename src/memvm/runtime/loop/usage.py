@@ -68,7 +68,7 @@ class StepMeter:
         metrics.MODEL_TOKENS.labels(model, "prompt").inc(self.tokens[0])
         metrics.MODEL_TOKENS.labels(model, "completion").inc(self.tokens[1])
 
-    def failed(self, base: dict[str, str], failure: DomainError) -> Step:
+    def failed(self, base: dict[str, str | None], failure: DomainError) -> Step:
         """The row of a model call that failed (no tokens, the provider's error)."""
         self.model_ended = time.monotonic()
         step = self.row(new_id("step"), base, calls=(), stop_reason="llm_api_error", status="failed")
@@ -76,7 +76,13 @@ class StepMeter:
         return step
 
     def row(
-        self, step_id: str, base: dict[str, str], *, calls: Sequence[ToolCall], stop_reason: str | None, status: str = "success"
+        self,
+        step_id: str,
+        base: dict[str, str | None],
+        *,
+        calls: Sequence[ToolCall],
+        stop_reason: str | None,
+        status: str = "success",
     ) -> Step:
         server_ms = (time.monotonic() - self.model_ended) * 1000 if self.model_ended is not None else None
         self._count(status)
@@ -84,6 +90,7 @@ class StepMeter:
             id=step_id,
             agent_id=base["agent_id"],
             run_id=base["run_id"],
+            conversation_id=base.get("conversation_id"),
             model=self.handle,
             status=status,
             stop_reason=stop_reason,

@@ -6,6 +6,8 @@ from typing import Any
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import ThreadRef
 from memvm.db.uow import transaction
 from memvm.errors import Conflict, InvalidInput
 from memvm.memory.compiler import RenderMode, render_blocks
@@ -35,21 +37,20 @@ async def reset_messages(deps: RuntimeDeps, caller: Caller, agent_id: str) -> Ag
     return agent
 
 
-async def summarize(deps: RuntimeDeps, caller: Caller, agent_id: str) -> dict[str, Any]:
-    """Compact the whole window into one summary now (the SDK's messages.compact)."""
-    async with deps.turn_lock(caller.organization_id, agent_id):
+async def summarize(deps: RuntimeDeps, caller: Caller, ref: ThreadRef) -> dict[str, Any]:
+    """Compact a conversation's whole window into one summary now (the SDK's messages.compact)."""
+    async with deps.turn_lock(caller.organization_id, ref.lock_key):
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
-            agent = await agents.get_agent(session, agent_id)
-        if agent.pending_approval is not None:  # compacting could evict the calls the answer pairs with
-            raise Conflict(f"Agent {agent_id} is waiting for an answer to tool calls; answer them before compacting.")
+            thread = await conversations.open_thread(session, ref, for_write=True)
+        if thread.pending_approval is not None:  # compacting could evict the calls the answer pairs with
+            raise Conflict(f"In {thread.name}, the agent is waiting for an answer to tool calls; answer them before compacting.")
+        agent_model = resolve_model(thread.agent, deps.models, deps.settings, thread.conversation)
         try:
-            result = await compact(
-                deps.sessionmaker, caller.organization_id, agent_id, resolve_model(agent, deps.models, deps.settings), force=True
-            )
+            result = await compact(deps.sessionmaker, caller.organization_id, thread, agent_model, force=True)
         except CompactionError as error:
             raise InvalidInput(str(error)) from error
     if result is None:
-        raise InvalidInput(f"Agent {agent_id!r} has no messages in its context window; there is nothing to summarize.")
+        raise InvalidInput(f"{thread.name.capitalize()} has no messages in its context window; there is nothing to summarize.")
     return {"summary": result.summary, "num_messages_before": result.messages_before, "num_messages_after": result.messages_after}
 
 

@@ -1,13 +1,19 @@
 """Searching conversation history over the API: embed the query (outside any transaction),
 then rank in PostgreSQL."""
 
+from sqlalchemy.ext.asyncio import AsyncSession
+
 from memvm import metrics
 from memvm.actors import Caller
 from memvm.agents import service as agents
+from memvm.conversations import service as conversations
+from memvm.conversations.thread import ThreadRef
 from memvm.db.uow import transaction
+from memvm.orm import Agent
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.search.conversation import MessageHit, QueryVector, SearchMode, search_messages
 from memvm.search.dates import parse_bound
+from memvm.threads import ANY_CONVERSATION
 
 
 async def search_history(
@@ -16,6 +22,7 @@ async def search_history(
     *,
     query: str,
     agent_id: str | None,
+    conversation_id: str | None,
     mode: SearchMode,
     roles: list[str],
     start_date: str | None,
@@ -23,10 +30,11 @@ async def search_history(
     limit: int,
 ) -> list[MessageHit]:
     """One agent's history, or every agent's when `agent_id` is None (the query is then embedded
-    with the server's default model, so agents on other models match by full text only)."""
+    with the server's default model, so agents on other models match by full text only); one
+    conversation's (`default`, with `agent_id`, or a conv id) or, without `conversation_id`, all."""
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        agent = await agents.get_agent(session, agent_id) if agent_id else None
-        agent_ids = [agent_id] if agent_id else await agents.all_agent_ids(session)
+        agent, within = await _scope(session, agent_id, conversation_id)
+        agent_ids = [agent.id] if agent else await agents.all_agent_ids(session)
     embedder = deps.embedders.for_handle(agent.embedding if agent else None)
     vector = None
     if mode != "fts" and query.strip():
@@ -37,6 +45,7 @@ async def search_history(
             return await search_messages(
                 session,
                 agent_ids=agent_ids,
+                conversation_id=within,
                 query=query,
                 vector=vector,
                 mode=mode,
@@ -45,3 +54,11 @@ async def search_history(
                 start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
                 end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
             )
+
+
+async def _scope(session: AsyncSession, agent_id: str | None, conversation_id: str | None) -> tuple[Agent | None, str | None]:
+    """The agent searched (None: every agent) and the conversation filter of search_messages."""
+    if conversation_id is None:
+        return (await agents.get_agent(session, agent_id) if agent_id else None), ANY_CONVERSATION
+    thread = await conversations.open_thread(session, ThreadRef.of(conversation_id, agent_id))
+    return thread.agent, thread.conversation_id

@@ -16,6 +16,7 @@ class ToolContext:
     session: AsyncSession
     agent_id: str
     actor: Actor
+    conversation_id: str | None = None  # None: the agent's default conversation
     message_id: str | None = None  # the assistant message whose tool calls are running
     run_id: str | None = None  # the running turn
     timezone: str = "UTC"

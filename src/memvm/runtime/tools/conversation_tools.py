@@ -7,6 +7,7 @@ from memvm.errors import InvalidInput
 from memvm.runtime.tools.context import ToolContext
 from memvm.search.conversation import QueryVector, search_messages
 from memvm.search.dates import parse_bound
+from memvm.threads import ANY_CONVERSATION
 
 SEARCHABLE_ROLES = ("user", "assistant", "tool")
 
@@ -22,9 +23,10 @@ async def conversation_search(
     limit: int | None = None,
     start_date: str | None = None,
     end_date: str | None = None,
+    all_conversations: bool = False,
 ) -> str:
-    """Hybrid (full text + meaning) over the history before this turn; full text alone if no
-    vector is at hand."""
+    """Hybrid (full text + meaning) over this conversation's history before this turn (every
+    conversation of the agent with `all_conversations`); full text alone if no vector is at hand."""
     unknown = sorted(set(roles or ()) - set(SEARCHABLE_ROLES))
     if unknown:
         raise InvalidInput(f"Unknown role(s) {', '.join(unknown)}; use {', '.join(SEARCHABLE_ROLES)}.")
@@ -34,6 +36,7 @@ async def conversation_search(
         hits = await search_messages(
             ctx.session,
             agent_ids=[ctx.agent_id],
+            conversation_id=ANY_CONVERSATION if all_conversations else ctx.conversation_id,
             query=query,
             vector=vector,
             roles=roles or (),

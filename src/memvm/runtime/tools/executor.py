@@ -38,7 +38,7 @@ HANDLERS: dict[str, Handler] = {
 
 
 async def execute_all(
-    ctx: ToolContext, calls: Sequence[ToolCall], allowed: frozenset[str], base: Mapping[str, str]
+    ctx: ToolContext, calls: Sequence[ToolCall], allowed: frozenset[str], base: Mapping[str, str | None]
 ) -> tuple[list[Message], list[ToolOutcome]]:
     """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
     results: list[Message] = []

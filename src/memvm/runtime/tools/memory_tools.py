@@ -5,6 +5,7 @@ from memvm import metrics
 from memvm.agents import service as agents
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockCreate
+from memvm.conversations import service as conversations
 from memvm.errors import MemoryEditError
 from memvm.memory import edits
 from memvm.orm import Block
@@ -14,7 +15,7 @@ READ_ONLY = "This block is read-only and cannot be edited. Leave it as it is."
 
 
 async def locked_block(ctx: ToolContext, label: str, *, for_edit: bool = True) -> Block:
-    block = await agents.find_block(ctx.session, ctx.agent_id, label, lock=True)
+    block = await conversations.find_block(ctx.session, ctx.agent_id, ctx.conversation_id, label, lock=True)
     if block is None:
         labels = ", ".join(sorted(await agents.block_labels(ctx.session, ctx.agent_id))) or "none"
         raise MemoryEditError(f"There is no memory block labelled '{label}'. Your blocks are: {labels}.")
