@@ -24,6 +24,7 @@ from memvm.api import (
     conversations,
     core_memory,
     errors,
+    git,
     health,
     messages,
     models,
@@ -100,6 +101,7 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
         archival,
         search,
         admin,
+        git,
     ):
         guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
         app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)

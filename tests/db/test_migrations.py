@@ -176,3 +176,40 @@ async def test_existing_history_becomes_the_default_conversation_and_downgrades_
     assert "(agent_id, conversation_id, seq) WHERE in_context" in upgraded_index
     assert kept == {"message": 4, "run": 2, "step": 2} and leftovers == 0
     assert "(agent_id, seq) WHERE in_context" in downgraded_index
+
+
+BEFORE_MEMFS = "5c1e0a7d9b23"
+MEMFS_TABLES = "SELECT count(*) FROM information_schema.tables WHERE table_name LIKE 'memfs_%'"
+
+
+async def test_memfs_tables_come_and_go_with_their_migration_and_go_with_their_agent(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_memfs")
+    url = with_database(server_url, "upgrade_memfs")
+    await migrate_to(url, BEFORE_MEMFS)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        await db.execute(
+            "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
+            " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        before = await db.fetchval(MEMFS_TABLES)
+        await migrate_to(url, "head")
+        await db.execute(
+            "INSERT INTO memfs_commit (agent_id, organization_id, seq, sha, blocks) VALUES ('agent-1', $1, 1, 'c0ffee', '{}')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await db.execute(
+            "INSERT INTO memfs_object (agent_id, organization_id, sha, type_num, data) VALUES ('agent-1', $1, 'c0ffee', 3, 'x')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        upgraded = await db.fetchval(MEMFS_TABLES)
+        await db.execute("DELETE FROM agent WHERE id = 'agent-1'")
+        orphans = await db.fetchval("SELECT (SELECT count(*) FROM memfs_commit) + (SELECT count(*) FROM memfs_object)")
+        await migrate_to(url, BEFORE_MEMFS, down=True)
+        downgraded = await db.fetchval(MEMFS_TABLES)
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_memfs WITH (FORCE)")
+
+    assert (before, upgraded, orphans, downgraded) == (0, 3, 0, 0)

@@ -173,7 +173,10 @@ async def test_ctrl_c_while_serve_waits_for_the_old_postmaster_ends_it_in_one_li
         try:
             said = await asyncio.wait_for(_read_until(serve, b"waiting up to"), timeout=30)
             serve.send_signal(signal.SIGINT)
-            output = (said + (await asyncio.wait_for(serve.communicate(), timeout=30))[0]).decode()
+            try:
+                output = (said + (await asyncio.wait_for(serve.communicate(), timeout=30))[0]).decode()
+            except TimeoutError:
+                pytest.fail(f"serve did not end within 30 s of Ctrl-C; it said {said!r}; {_state_of(serve.pid)}")
         finally:
             if serve.returncode is None:
                 serve.kill()
@@ -181,6 +184,16 @@ async def test_ctrl_c_while_serve_waits_for_the_old_postmaster_ends_it_in_one_li
 
     assert serve.returncode == 130, output
     assert "memvm: interrupted" in output and "Traceback" not in output, output
+
+
+def _state_of(pid: int) -> str:
+    """What a process that does not end is doing: its state and the stacks of its threads' syscalls."""
+    status = Path(f"/proc/{pid}/status")
+    if not status.exists():
+        return "it is gone"
+    lines = [line for line in status.read_text().splitlines() if line.startswith(("State", "Threads", "SigPnd", "ShdPnd"))]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    return "; ".join([*lines, f"children: {children.read_text().strip() if children.exists() else '?'}"])
 
 
 async def _read_until(process: asyncio.subprocess.Process, mark: bytes) -> bytes:

@@ -7,14 +7,13 @@ The package is fetched once per machine (`~/.cache/memvm-tests/`); the test skip
 """
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from tests.support import letta_code
-from tests.support.letta_code import LettaCode, Run
+from tests.support.letta_code import LettaCode, access_log, error_responses, memvm_serving, succeeded
 from tests.support.scripted_llm import ScriptedLLM
-from tests.support.serve import Served, child_env, free_port, serve
+from tests.support.serve import Served
 
 # Each prompt carries one marker; the scripted model answers the marker of the newest user message.
 ANSWERS = {
@@ -24,8 +23,6 @@ ANSWERS = {
     "marker-delta": "Delta answer: a new thread.",
 }
 UNSCRIPTED = "Unscripted answer: no marker in the newest user message."
-# uvicorn's access log line: `INFO:     127.0.0.1:40312 - "GET /v1/models/ HTTP/1.1" 200 OK`
-ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 
 
 def answer_by_marker(body: dict) -> dict[str, Any]:
@@ -33,24 +30,6 @@ def answer_by_marker(body: dict) -> dict[str, Any]:
     users = [message for message in body.get("messages") or [] if message.get("role") == "user"]
     newest = json.dumps(users[-1].get("content")) if users else ""
     return {"content": next((answer for marker, answer in ANSWERS.items() if marker in newest), UNSCRIPTED)}
-
-
-def access_log(served: Served) -> list[str]:
-    """Every request memvm answered, with its status: `"METHOD /path?query HTTP/1.1" 404`."""
-    return [match.group(0) for match in map(ACCESS_LINE.search, served.log().splitlines()) if match]
-
-
-def error_responses(served: Served) -> list[str]:
-    """Every request memvm answered with a 4xx or 5xx."""
-    return [line for line in access_log(served) if int(line.rsplit(" ", 1)[1]) >= 400]
-
-
-def succeeded(run: Run, served: Served, step: str) -> Any:
-    """The step's JSON output, after checking that it exited 0 and printed JSON."""
-    why = f"{step}: {run.describe()}\n--- memvm's 4xx/5xx so far: {error_responses(served)}"
-    assert run.returncode == 0, why
-    assert run.output is not None, why
-    return run.output
 
 
 async def prompt(letta: LettaCode, served: Served, marker: str, *args: str) -> dict:
@@ -75,14 +54,7 @@ def markers_in(messages: list[dict]) -> list[str]:
 async def test_letta_code_runs_headless_against_memvm(tmp_path: Path, database_url: str, llm: ScriptedLLM) -> None:
     letta_js = letta_code.bundle()
     llm.respond(answer_by_marker)
-    env = child_env(
-        MEMVM_DATABASE_URL=database_url,
-        MEMVM_OPENAI_BASE_URL=llm.base_url,
-        MEMVM_OPENAI_API_KEY="k",
-        MEMVM_LOG_LEVEL="info",  # uvicorn's access log, where every 4xx/5xx shows
-    )
-    port = free_port()
-    with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
+    with memvm_serving(tmp_path / "serve.log", database_url, llm.base_url) as served:
         letta = LettaCode(letta_js, served.base_url, tmp_path / "letta-code")
 
         first = await prompt(letta, served, "marker-alpha", "--new-agent")

@@ -20,16 +20,19 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
+
+from tests.support.serve import Served, child_env, free_port, serve
 
 PACKAGE = "@letta-ai/letta-code"
 VERSION = "0.32.18"
@@ -41,6 +44,8 @@ NPM_TIMEOUT = 300.0
 RUN_TIMEOUT = 30.0  # one invocation; a turn against the scripted model takes 1-2 s
 # npm's codes for a registry it could not reach (DNS, refused, cut, timed out): the only npm
 # failures that skip; any other is a failure of the test.
+# uvicorn's access log line: `INFO:     127.0.0.1:40312 - "GET /v1/models/ HTTP/1.1" 200 OK`
+ACCESS_LINE = re.compile(r'"(?P<method>[A-Z]+) (?P<target>\S+) HTTP/[\d.]+" (?P<status>\d{3})')
 UNREACHABLE = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ECONNRESET", "ETIMEDOUT", "ENETUNREACH", "EHOSTUNREACH")
 
 
@@ -135,9 +140,12 @@ class LettaCode:
     """One Letta Code user on this machine, talking to `base_url` alone. `root` holds its HOME and
     its working directory."""
 
-    def __init__(self, letta_js: Path, base_url: str, root: Path, timeout: float = RUN_TIMEOUT) -> None:
+    def __init__(
+        self, letta_js: Path, base_url: str, root: Path, timeout: float = RUN_TIMEOUT, extra_env: dict[str, str] | None = None
+    ) -> None:
         self.letta_js = letta_js
         self.base_url = base_url
+        self.extra_env = dict(extra_env or {})
         self.home = root / "home"
         self.workdir = root / "work"
         self.timeout = timeout
@@ -146,7 +154,8 @@ class LettaCode:
 
     def env(self) -> dict[str, str]:
         """Built from nothing, so no key or setting of the host's (LETTA_API_KEY, a provider's key,
-        a proxy) reaches it. Local mode needs no API key."""
+        a proxy) reaches it; only `extra_env` is added (e.g. MemFS's LETTA_MEMFS_*). Local mode needs
+        no API key."""
         return {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(self.home),
@@ -156,7 +165,11 @@ class LettaCode:
             "LETTA_CODE_TELEM": "0",
             "DO_NOT_TRACK": "1",
             "DISABLE_AUTOUPDATER": "1",
-        }
+        } | self.extra_env
+
+    def memory_dir(self, agent_id: str) -> Path:
+        """Where Letta Code keeps the agent's MemFS checkout (a clone of the agent's git repository)."""
+        return self.home / ".letta" / "agents" / agent_id / "memory"
 
     async def run(self, args: Sequence[str], prompt: str | None = None) -> Run:
         """`node letta.js [-p PROMPT] ARGS...` with stdin from /dev/null, to its end (at most
@@ -182,3 +195,37 @@ class LettaCode:
             await process.wait()
         assert process.returncode is not None
         return Run(process.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"))
+
+
+@contextlib.contextmanager
+def memvm_serving(log_path: Path, database_url: str, model_url: str, **settings: str) -> Iterator[Served]:
+    """`memvm serve` on a free loopback port, its model the scripted fake at `model_url`, with
+    uvicorn's access log on (where every 4xx/5xx shows); `settings` are more MEMVM_* variables."""
+    env = child_env(
+        MEMVM_DATABASE_URL=database_url,
+        MEMVM_OPENAI_BASE_URL=model_url,
+        MEMVM_OPENAI_API_KEY="k",
+        MEMVM_LOG_LEVEL="info",
+        **settings,
+    )
+    port = free_port()
+    with serve(log_path, env, "--port", str(port), port=port) as served:
+        yield served
+
+
+def access_log(served: Served) -> list[str]:
+    """Every request memvm answered, with its status: `"METHOD /path?query HTTP/1.1" 404`."""
+    return [match.group(0) for match in map(ACCESS_LINE.search, served.log().splitlines()) if match]
+
+
+def error_responses(served: Served) -> list[str]:
+    """Every request memvm answered with a 4xx or 5xx."""
+    return [line for line in access_log(served) if int(line.rsplit(" ", 1)[1]) >= 400]
+
+
+def succeeded(run: Run, served: Served, step: str) -> Any:
+    """The step's JSON output, after checking that it exited 0 and printed JSON."""
+    why = f"{step}: {run.describe()}\n--- memvm's 4xx/5xx so far: {error_responses(served)}"
+    assert run.returncode == 0, why
+    assert run.output is not None, why
+    return run.output

@@ -1,8 +1,11 @@
-"""Who is calling. Clients send `Authorization: Bearer <key>` (what `Letta(api_key=...)` sends) or
-Letta's `X-BARE-PASSWORD: password <key>`. The admin key acts in the default organization and may
-use the admin API; an organization's key acts in its organization. With no admin key and no key in
-the database, the server is in local mode: every request acts in the default organization."""
+"""Who is calling. Clients send `Authorization: Bearer <key>` (what `Letta(api_key=...)` sends),
+Letta's `X-BARE-PASSWORD: password <key>`, or `Authorization: Basic base64(<any user>:<key>)` (git).
+The admin key acts in the default organization and may use the admin API; an organization's key acts
+in its organization. With no admin key and no key in the database, the server is in local mode: every
+request acts in the default organization."""
 
+import base64
+import binascii
 import hmac
 import time
 from dataclasses import dataclass, field
@@ -70,16 +73,27 @@ def _same(secret: str, expected: str) -> bool:
     return hmac.compare_digest(secret.encode(), expected.encode())
 
 
-# (header, scheme): the SDK's bearer token, and Letta's own password header.
-_KEY_HEADERS = (("authorization", "bearer"), ("x-bare-password", "password"))
+# (header, scheme): the SDK's bearer token, Letta's own password header, and HTTP Basic, whose password
+# is the key (git sends it: Letta Code as `letta:<key>`, git's credential helpers as any user).
+_KEY_HEADERS = (("authorization", "bearer"), ("x-bare-password", "password"), ("authorization", "basic"))
 
 
 def presented_key(request: Request) -> str | None:
     for header, expected_scheme in _KEY_HEADERS:
         scheme, _, token = request.headers.get(header, "").partition(" ")
         if scheme.lower() == expected_scheme and token.strip():
-            return token.strip()
+            return _basic_password(token.strip()) if expected_scheme == "basic" else token.strip()
     return None
+
+
+def _basic_password(credentials: str) -> str | None:
+    """The password of `base64(user:password)`; None (no key) when it is not that."""
+    try:
+        decoded = base64.b64decode(credentials, validate=True).decode()
+    except (binascii.Error, UnicodeDecodeError):
+        return None
+    user, colon, password = decoded.partition(":")
+    return password if colon and password else None
 
 
 async def app_gate(request: Request) -> Gate:

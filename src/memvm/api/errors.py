@@ -93,12 +93,17 @@ def status_of(error: DomainError) -> int:
 
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
     status = status_of(error)
-    headers = {**_NO_RETRY, "www-authenticate": "Bearer"} if status == 401 else _NO_RETRY
+    headers = {**_NO_RETRY, "www-authenticate": _challenge(request)} if status == 401 else _NO_RETRY
     body: dict[str, Any] = {"detail": error.message}
     problems = getattr(error, "problems", None)  # errors that list several reasons (agent-file import)
     if problems:
         body["problems"] = problems
     return JSONResponse(body, status_code=status, headers=headers)
+
+
+def _challenge(request: Request) -> str:
+    """git asks its credential helper for a username and password only when challenged with Basic."""
+    return 'Basic realm="memvm"' if request.url.path.startswith("/v1/git/") else "Bearer"
 
 
 async def _validation_error(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -1,9 +1,9 @@
 """All block SQL."""
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, bindparam, delete, func, select
+from sqlalchemy import Select, and_, bindparam, delete, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
@@ -73,6 +73,15 @@ async def history_rows(
     if since is not None:
         query = query.where(BlockChange.version >= since)
     return list(await session.scalars(query.order_by(BlockChange.version.desc()).limit(limit)))
+
+
+async def changes_after(session: AsyncSession, after: Mapping[str, int]) -> list[BlockChange]:
+    """Each block's changes past the version given for it, oldest first (creation time, then id)."""
+    if not after:
+        return []
+    past = [and_(BlockChange.block_id == block_id, BlockChange.version > version) for block_id, version in after.items()]
+    query = select(BlockChange).where(or_(*past)).order_by(BlockChange.created_at, BlockChange.id)
+    return list(await session.scalars(query))
 
 
 async def change_at(session: AsyncSession, block_id: str, version: int) -> BlockChange | None:

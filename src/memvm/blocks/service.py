@@ -5,7 +5,7 @@ bumps `version`, records a BlockChange, and recompiles every agent the change af
 the caller's transaction.
 """
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -19,7 +19,7 @@ from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from memvm.ids import new_id
 from memvm.memory import rules
-from memvm.orm import Block
+from memvm.orm import Block, BlockChange
 from memvm.prompts.service import recompile_agents
 
 # Changing any of these changes what the agent sees in its prompt.
@@ -141,6 +141,11 @@ async def apply_changes(
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)
     return block
+
+
+async def changes_after(session: AsyncSession, after: Mapping[str, int]) -> list[BlockChange]:
+    """The history rows of each block past the version given for it (0: all), oldest first."""
+    return await repository.changes_after(session, after)
 
 
 async def agents_showing(session: AsyncSession, block_id: str) -> list[str]:

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from memvm.memory.memfs_layout import SYSTEM_DIR, block_path
+
 
 class RenderMode(StrEnum):
     STANDARD = "standard"
@@ -40,8 +42,7 @@ LINE_NUMBER_WARNING = (
 
 _BLOCKS_INTRO = "The following memory blocks are currently engaged in your core memory unit:"
 _GIT_REMINDER = "Reminder: <projection> contains the local path of the memory file projection."
-_SYSTEM_DIR = "system"
-_PERSONA_PATH = (_SYSTEM_DIR, "persona")
+_PERSONA_PATH = (SYSTEM_DIR, "persona")
 _INDENT = "  "
 
 
@@ -118,19 +119,17 @@ class _PathNode:
 
 
 def _memfs_path(label: str) -> tuple[str, ...]:
-    """Map a label to its file path segments (without ``.md``).
+    """The segments (without ``.md``) of the label's file in the agent's MemFS repository.
 
-    A bare label such as ``persona`` or ``human`` is treated as ``system/<label>`` so an
-    agent switched into git mode keeps its classic core blocks in the prompt.
+    A bare label such as ``persona`` or ``human`` lives in ``system/<label>.md`` (see
+    ``memfs_layout.block_path``), so an agent switched into git mode keeps its classic core
+    blocks in the prompt.
     """
-    if "/" not in label:
-        return (_SYSTEM_DIR, label)
-    segments = tuple(segment for segment in label.split("/") if segment)
-    return segments or (label,)
+    return tuple(block_path(label).removesuffix(".md").split("/"))
 
 
 def _is_in_prompt(path: tuple[str, ...]) -> bool:
-    return len(path) > 1 and path[0] == _SYSTEM_DIR
+    return len(path) > 1 and path[0] == SYSTEM_DIR
 
 
 def _render_git(blocks: Sequence[BlockView]) -> str:
@@ -176,7 +175,7 @@ def _render_self(persona_blocks: Sequence[BlockView]) -> str:
 def _render_memory(in_prompt: _PathNode, external: _PathNode) -> str:
     lines = ["<memory>"]
     for name, child in in_prompt.children.items():
-        lines += _render_path_element(name, child, (_SYSTEM_DIR, name), depth=0)
+        lines += _render_path_element(name, child, (SYSTEM_DIR, name), depth=0)
     if external.children:
         lines += ["<external_projection>", "${MEMORY_DIR}/", *_tree_lines(external, prefix="")]
         lines.append("</external_projection>")

@@ -5,6 +5,7 @@ from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.conversation import Conversation, ConversationBlock
+from memvm.orm.memfs import MemfsCommit, MemfsFile, MemfsObject
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
 from memvm.orm.run import Run, RunEvent, Step
@@ -22,6 +23,9 @@ __all__ = [
     "BlockChange",
     "Conversation",
     "ConversationBlock",
+    "MemfsCommit",
+    "MemfsFile",
+    "MemfsObject",
     "Message",
     "Organization",
     "Passage",
