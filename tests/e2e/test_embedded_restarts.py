@@ -169,6 +169,9 @@ async def test_ctrl_c_while_serve_waits_for_the_old_postmaster_ends_it_in_one_li
             env=child_env(MEMVM_DATA_DIR=str(data_dir)),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
+            # As from a terminal: a suite started in the background (`.ci/run &`) hands its children
+            # SIGINT ignored, and Python then keeps ignoring it (the process sleeps on, no signal pending).
+            preexec_fn=_default_sigint,
         )
         try:
             said = await asyncio.wait_for(_read_until(serve, b"waiting up to"), timeout=30)
@@ -184,6 +187,10 @@ async def test_ctrl_c_while_serve_waits_for_the_old_postmaster_ends_it_in_one_li
 
     assert serve.returncode == 130, output
     assert "memvm: interrupted" in output and "Traceback" not in output, output
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _state_of(pid: int) -> str:
