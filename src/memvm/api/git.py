@@ -7,7 +7,9 @@ against, and the service's apply_push, which the worker thread calls back onto t
 pack is in. A refused push rolls that transaction back and still answers 200, with git's `ng`."""
 
 import asyncio
+import hashlib
 import zlib
+from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -41,8 +43,36 @@ async def upload_pack(agent_id: AgentId, request: Request, runtime: RuntimeDep, 
     body = await _request_body(request, "git-upload-pack", runtime.settings.max_request_bytes)
     async with tx() as session:
         snapshot = await memfs.snapshot(session, agent_id)
-    answer = await asyncio.to_thread(git_protocol.upload_pack, snapshot, body)
+    key = (agent_id, snapshot.head, hashlib.sha256(body).digest())
+    answer = _recent_packs.get(key)
+    if answer is None:
+        answer = await asyncio.to_thread(git_protocol.upload_pack, snapshot, body)
+        _recent_packs.put(key, answer)
     return _git_answer(answer, "application/x-git-upload-pack-result")
+
+
+class _RecentAnswers:
+    """The last upload-pack answers of this process. An answer depends only on the request and the
+    head (everything a head reaches is immutable), and every clone by one git version sends the same
+    request: so a clone of an unchanged repository is served without building the pack again."""
+
+    def __init__(self, size: int = 16) -> None:
+        self._size = size
+        self._answers: OrderedDict[tuple[str, bytes | None, bytes], bytes] = OrderedDict()
+
+    def get(self, key: tuple[str, bytes | None, bytes]) -> bytes | None:
+        answer = self._answers.pop(key, None)
+        if answer is not None:
+            self._answers[key] = answer
+        return answer
+
+    def put(self, key: tuple[str, bytes | None, bytes], answer: bytes) -> None:
+        self._answers[key] = answer
+        while len(self._answers) > self._size:
+            self._answers.popitem(last=False)
+
+
+_recent_packs = _RecentAnswers()
 
 
 @router.post("/git-receive-pack")

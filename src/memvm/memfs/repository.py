@@ -1,6 +1,6 @@
 """All MemFS SQL: the agent's commit log, its git objects, its files that are not blocks."""
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from typing import Any
 
 from dulwich.objects import ShaFile
@@ -48,9 +48,16 @@ async def store_objects(session: AsyncSession, agent_id: str, objects: Iterable[
     await session.execute(insert(MemfsObject).values(stamped).on_conflict_do_nothing())
 
 
-async def objects_of(session: AsyncSession, agent_id: str) -> dict[bytes, ShaFile]:
-    rows = await session.execute(select(MemfsObject.type_num, MemfsObject.data).where(MemfsObject.agent_id == agent_id))
-    return {item.id: item for item in (from_raw(type_num, data) for type_num, data in rows)}
+async def object_ids(session: AsyncSession, agent_id: str) -> list[bytes]:
+    return [sha.encode() for sha in await session.scalars(select(MemfsObject.sha).where(MemfsObject.agent_id == agent_id))]
+
+
+async def objects_of(session: AsyncSession, agent_id: str, shas: Collection[bytes]) -> dict[bytes, ShaFile]:
+    """The objects with these ids, parsed."""
+    query = select(MemfsObject.type_num, MemfsObject.data).where(
+        MemfsObject.agent_id == agent_id, MemfsObject.sha.in_([sha.decode() for sha in shas])
+    )
+    return {item.id: item for item in (from_raw(type_num, data) for type_num, data in await session.execute(query))}
 
 
 async def files_of(session: AsyncSession, agent_id: str) -> list[MemfsFile]:

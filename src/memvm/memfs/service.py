@@ -7,6 +7,7 @@ rewritten, so what a client fetched stays true. A push is applied through the bl
 path (limits, read-only, history with the pusher as actor, recompiles) in the caller's
 transaction; a push that breaks a rule raises PushRefused and nothing of it stays."""
 
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -57,11 +58,34 @@ class _Branch:
         self.log.append((sha, {block_id: list(shown) for block_id, shown in self.shown.items()}))
 
 
+class _ParsedObjects:
+    """The parsed git objects of the agents this process served last. An object never changes (its
+    id is its content), so only the ids are read again, and the objects not seen before."""
+
+    def __init__(self, agents: int = 32) -> None:
+        self._agents = agents
+        self._by_agent: OrderedDict[str, dict[bytes, ShaFile]] = OrderedDict()
+
+    async def of(self, session: AsyncSession, agent_id: str) -> dict[bytes, ShaFile]:
+        """A copy, which the caller may extend: what the worker threads read must not change under them."""
+        known = self._by_agent.pop(agent_id, {})
+        missing = [sha for sha in await repository.object_ids(session, agent_id) if sha not in known]
+        if missing:
+            known |= await repository.objects_of(session, agent_id, missing)
+        self._by_agent[agent_id] = known
+        while len(self._by_agent) > self._agents:
+            self._by_agent.popitem(last=False)
+        return dict(known)
+
+
+_parsed = _ParsedObjects()
+
+
 async def snapshot(session: AsyncSession, agent_id: str) -> RepoSnapshot:
     """The agent's repository, caught up with its memory."""
     await agents.get_agent(session, agent_id)
     await repository.lock_repository(session, agent_id)
-    stored = await repository.objects_of(session, agent_id)
+    stored = await _parsed.of(session, agent_id)
     branch = await _caught_up(session, agent_id, stored)
     return RepoSnapshot(stored if branch.head else {}, branch.head)
 
@@ -148,7 +172,7 @@ async def apply_push(
     blocks and files; append them to the branch as pushed, so the client's head is the server's."""
     await agents.get_agent(session, agent_id)
     await repository.lock_repository(session, agent_id)
-    stored = await repository.objects_of(session, agent_id)
+    stored = await _parsed.of(session, agent_id)
     branch = await _caught_up(session, agent_id, stored)
     if old != (branch.head or ZERO_SHA):
         raise PushRefused(
