@@ -45,6 +45,8 @@ BODIES = {
     ("POST", "/v1/conversations/"): {},
     ("PATCH", "/v1/conversations/{conversation_id}"): {"summary": "taken over"},
     ("POST", "/v1/conversations/{conversation_id}/messages"): {"input": "hi", "streaming": False},
+    ("POST", "/v1/folders/"): {"name": "mine"},
+    ("PATCH", "/v1/folders/{folder_id}"): {"name": "taken over"},
 }
 # Routes that span every organization: only the admin key may call them.
 ADMIN_ONLY = {"/metrics"}
@@ -76,6 +78,8 @@ UNSCOPED = {
     ("GET", "/v1/models/"),  # the provider's models, the default, and the handles of B's own agents
     ("GET", "/v1/models/embedding"),
     ("GET", "/v1/conversations/"),
+    ("POST", "/v1/folders/"),
+    ("GET", "/v1/folders/"),
 }
 
 
@@ -96,7 +100,7 @@ async def new_key(client: httpx.AsyncClient, organization: str) -> str:
 
 
 async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]:
-    """An organization's agent (with blocks, tools, a conversation and archival memory), a
+    """An organization's agent (with blocks, tools, a conversation, archival memory and a folder), a
     standalone block and an archive with a passage; their ids by path parameter name."""
     headers = bearer(key)
     agent = (
@@ -106,6 +110,9 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     ).json()
     block = (await client.post("/v1/blocks/", json={"label": "team", "value": "plans"}, headers=headers)).json()
     archive = (await client.post("/v1/archives/", json={"name": "garden notes"}, headers=headers)).json()
+    folder = (await client.post("/v1/folders/", json={"name": "garden docs"}, headers=headers)).json()
+    attached = await client.patch(f"/v1/agents/{agent['id']}/folders/attach/{folder['id']}", headers=headers)
+    assert attached.status_code == 200, attached.text
     passage = (await client.post(f"/v1/archives/{archive['id']}/passages", json={"text": "the garden"}, headers=headers)).json()
     memory = (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "my garden"}, headers=headers)).json()
     llm.reply("Nice garden.")
@@ -130,6 +137,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "step_id": sent["messages"][0]["step_id"],
         "key_id": "apikey-00000000-0000-4000-8000-000000000000",
         "conversation_id": conversation["id"],
+        "folder_id": folder["id"],
     }
 
 
@@ -209,6 +217,9 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
     assert agent["description"] is None and [blk["value"] for blk in agent["blocks"]] == ["Bob"]
     conversation = (await server.get(f"/v1/conversations/{a['conversation_id']}", headers=headers_a)).json()
     assert conversation["summary"] is None and len(conversation["in_context_message_ids"]) == 2  # the send, the reply
+    folder = (await server.get(f"/v1/folders/{a['folder_id']}", headers=headers_a)).json()
+    readers = (await server.get(f"/v1/folders/{a['folder_id']}/agents", headers=headers_a)).json()
+    assert folder["name"] == "garden docs" and readers == [a["agent_id"]]
 
 
 async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
@@ -236,6 +247,7 @@ async def test_every_route_but_health_needs_a_key(server):
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
     ids |= {"tool_name": "memory_insert", "version": "1", "conversation_id": "conv-00000000-0000-4000-8000-000000000000"}
+    ids |= {"folder_id": "source-00000000-0000-4000-8000-000000000000"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

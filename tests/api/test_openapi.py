@@ -112,6 +112,16 @@ EXPECTED_OPERATIONS = {
     ("POST", "/v1/archives/{archive_id}/passages"),
     ("POST", "/v1/archives/{archive_id}/passages/batch"),
     ("DELETE", "/v1/archives/{archive_id}/passages/{passage_id}"),
+    # folders.py
+    ("POST", "/v1/folders/"),
+    ("GET", "/v1/folders/"),
+    ("GET", "/v1/folders/{folder_id}"),
+    ("PATCH", "/v1/folders/{folder_id}"),
+    ("DELETE", "/v1/folders/{folder_id}"),
+    ("GET", "/v1/folders/{folder_id}/agents"),
+    ("GET", "/v1/agents/{agent_id}/folders"),
+    ("PATCH", "/v1/agents/{agent_id}/folders/attach/{folder_id}"),
+    ("PATCH", "/v1/agents/{agent_id}/folders/detach/{folder_id}"),
     # search.py
     ("POST", "/v1/messages/search"),
     ("POST", "/v1/agents/messages/search"),

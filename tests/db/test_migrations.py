@@ -2,6 +2,7 @@
 in the default organization, and built-in tools stay shared."""
 
 import asyncpg
+import pytest
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
@@ -213,3 +214,56 @@ async def test_memfs_tables_come_and_go_with_their_migration_and_go_with_their_a
         await admin_execute(server_url, "DROP DATABASE upgrade_memfs WITH (FORCE)")
 
     assert (before, upgraded, orphans, downgraded) == (0, 3, 0, 0)
+
+
+BEFORE_FOLDERS = "7d2f4b8e6a10"
+FOLDER_TABLES = "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('folder', 'agent_folder')"
+FOLDER_COLUMNS = "id, organization_id, name, embedding_model, embedding_dim, chunk_size, metadata"
+
+
+async def test_folder_tables_come_and_go_with_their_migration_and_links_go_with_agents_and_folders(server_url):
+    await admin_execute(server_url, "CREATE DATABASE upgrade_folders")
+    url = with_database(server_url, "upgrade_folders")
+    await migrate_to(url, BEFORE_FOLDERS)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        for agent_id in ("agent-1", "agent-2"):
+            await db.execute(
+                "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata,"
+                " timezone, compiled_system) VALUES ($1, $2, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
+                agent_id,
+                DEFAULT_ORGANIZATION_ID,
+            )
+        before = await db.fetchval(FOLDER_TABLES)
+        await migrate_to(url, "head")
+        for folder_id in ("source-1", "source-2"):
+            await db.execute(
+                f"INSERT INTO folder ({FOLDER_COLUMNS}) VALUES ($1, $2, $3, 'local/m', 384, 300, '{{}}')",
+                folder_id,
+                DEFAULT_ORGANIZATION_ID,
+                f"{folder_id} docs",
+            )
+        links = [("agent-1", "source-1"), ("agent-1", "source-2"), ("agent-2", "source-1")]
+        for agent_id, folder_id in links:
+            await db.execute(
+                "INSERT INTO agent_folder (agent_id, folder_id, organization_id) VALUES ($1, $2, $3)",
+                agent_id,
+                folder_id,
+                DEFAULT_ORGANIZATION_ID,
+            )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await db.execute(
+                f"INSERT INTO folder ({FOLDER_COLUMNS}) VALUES ('source-3', $1, 'source-1 docs', 'local/m', 384, 300, '{{}}')",
+                DEFAULT_ORGANIZATION_ID,
+            )
+        upgraded = await db.fetchval(FOLDER_TABLES)
+        await db.execute("DELETE FROM agent WHERE id = 'agent-2'")
+        await db.execute("DELETE FROM folder WHERE id = 'source-2'")
+        left = [tuple(row) for row in await db.fetch("SELECT agent_id, folder_id FROM agent_folder")]
+        await migrate_to(url, BEFORE_FOLDERS, down=True)
+        downgraded = await db.fetchval(FOLDER_TABLES)
+    finally:
+        await db.close()
+        await admin_execute(server_url, "DROP DATABASE upgrade_folders WITH (FORCE)")
+
+    assert (before, upgraded, left, downgraded) == (0, 2, [("agent-1", "source-1")], 0)

@@ -10,10 +10,11 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
+from memvm.files.schemas import FolderRead
 from memvm.ids import is_valid_id
 from memvm.llm.types import endpoint_type
 from memvm.memory.compiler import RenderMode
-from memvm.orm import Agent, Block, Run, Tool
+from memvm.orm import Agent, Block, Folder, Run, Tool
 from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
@@ -182,7 +183,7 @@ class AgentRead(BaseModel):
     memory: MemoryRead
     blocks: list[BlockRead]
     tools: list[ToolRead] = Field(default_factory=list)
-    sources: list[Any] = Field(default_factory=list)
+    sources: list[FolderRead] = Field(default_factory=list, description="The attached folders (Letta's sources).")
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     message_buffer_autoclear: bool = False
@@ -201,11 +202,12 @@ class AgentRead(BaseModel):
         blocks: list[Block] | None,
         tools: list[Tool] | None,
         *,
+        folders: list[Folder] | None = None,
         show_tags: bool,
         show_secrets: bool,
         last_run: Run | None = None,
     ) -> "AgentRead":
-        """`blocks`/`tools` None means the caller did not ask for them (v1 SDK `include` semantics)."""
+        """`blocks`/`tools`/`folders` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
         secrets = [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)] if show_secrets else []
         return cls(
@@ -231,6 +233,7 @@ class AgentRead(BaseModel):
             ),
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
+            sources=[FolderRead.of(folder) for folder in folders or ()],
             tool_rules=agent.tool_rules,
             message_buffer_autoclear=agent.message_buffer_autoclear,
             last_run_completion=last_run.completed_at if last_run else None,

@@ -17,6 +17,7 @@ from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.errors import Conflict, InvalidInput, NotFound
+from memvm.files import service as files
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
@@ -354,6 +355,8 @@ async def describe(
     blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
     tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
+    with_folders = include is None or "agent.sources" in include
+    folders_of = await files.folders_of_agents(session, [agent.id for agent in agents]) if with_folders else {}
     # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
     show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
     show_secrets = include is None or "agent.secrets" in include
@@ -363,6 +366,7 @@ async def describe(
             agent,
             blocks_of.get(agent.id),
             tools_of.get(agent.id),
+            folders=folders_of.get(agent.id),
             show_tags=show_tags,
             show_secrets=show_secrets,
             last_run=last_runs.get(agent.id),

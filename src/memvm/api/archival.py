@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
-from memvm.api.schemas import AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
+from memvm.api.schemas import NULL_ANSWER, AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
 from memvm.archives import service
 from memvm.archives.schemas import (
     ArchiveCreate,
@@ -99,19 +99,13 @@ async def delete_passage(agent_id: AgentId, memory_id: PassageId, tx: Transactio
     return Deleted(message=f"Memory id={memory_id} successfully deleted")
 
 
-# Letta answers attach and detach with an empty body (`null`); the SDK types it as `object`.
-_NULL_ANSWER: dict[int | str, dict[str, Any]] = {
-    200: {"description": "Done; the body is `null`.", "content": {"application/json": {"schema": {"type": "null"}}}}
-}
-
-
-@router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}", responses=_NULL_ANSWER)
+@router.patch("/v1/agents/{agent_id}/archives/attach/{archive_id}", responses=NULL_ANSWER)
 async def attach_archive(agent_id: AgentId, archive_id: ArchiveId, runtime: RuntimeDep, caller: CallerDep) -> None:
     """Share an archive with the agent; its embedding model must be the agent's."""
     await passages.attach_for_agent(runtime, caller, agent_id, archive_id)
 
 
-@router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}", responses=_NULL_ANSWER)
+@router.patch("/v1/agents/{agent_id}/archives/detach/{archive_id}", responses=NULL_ANSWER)
 async def detach_archive(agent_id: AgentId, archive_id: ArchiveId, tx: TransactionDep) -> None:
     """Stop the agent reading an archive; the archive and its passages remain."""
     async with tx() as session:

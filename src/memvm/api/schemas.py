@@ -17,6 +17,12 @@ class Deleted(BaseModel):
     message: str
 
 
+# Letta answers attach, detach and some deletes with an empty body (`null`); the SDK types it as `object`.
+NULL_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {"description": "Done; the body is `null`.", "content": {"application/json": {"schema": {"type": "null"}}}}
+}
+
+
 class AgentRepository(BaseModel):
     """A code repository linked to an agent (Letta Code's shape); memvm links none."""
 

@@ -5,6 +5,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from memvm.embeddings.ports import EmbeddingModel
+
 # Longer texts are refused rather than silently truncated by the embedding model: split them.
 MAX_PASSAGE_CHARS = 10_000
 
@@ -49,14 +51,7 @@ class SearchFilters(BaseModel):
 
 
 def embedding_config(model: str, dim: int) -> dict[str, Any]:
-    provider, name = model.split("/", 1)
-    return {
-        "embedding_model": name,
-        "embedding_dim": dim,
-        "embedding_endpoint_type": provider,
-        "handle": model,
-        "embedding_chunk_size": MAX_PASSAGE_CHARS,
-    }
+    return EmbeddingModel(model, dim).letta_config(MAX_PASSAGE_CHARS)
 
 
 class ArchiveRead(BaseModel):

@@ -3,7 +3,7 @@ openai_embedder.py (any OpenAI-compatible /v1/embeddings endpoint)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from memvm.errors import LLMError
 
@@ -27,6 +27,17 @@ class EmbeddingModel:
     @classmethod
     def of(cls, embedder: Embedder) -> "EmbeddingModel":
         return cls(embedder.model, embedder.dim)
+
+    def letta_config(self, chunk_size: int) -> dict[str, Any]:
+        """Letta's `embedding_config` for vectors of this model (`model` is a `provider/name` handle)."""
+        provider, name = self.model.split("/", 1)
+        return {
+            "embedding_model": name,
+            "embedding_dim": self.dim,
+            "embedding_endpoint_type": provider,
+            "handle": self.model,
+            "embedding_chunk_size": chunk_size,
+        }
 
 
 class EmbeddingModelError(RuntimeError):

@@ -5,6 +5,7 @@ from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.conversation import Conversation, ConversationBlock
+from memvm.orm.folder import AgentFolder, Folder
 from memvm.orm.memfs import MemfsCommit, MemfsFile, MemfsObject
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
@@ -15,6 +16,7 @@ __all__ = [
     "Agent",
     "AgentArchive",
     "AgentBlock",
+    "AgentFolder",
     "AgentTool",
     "ApiKey",
     "Archive",
@@ -23,6 +25,7 @@ __all__ = [
     "BlockChange",
     "Conversation",
     "ConversationBlock",
+    "Folder",
     "MemfsCommit",
     "MemfsFile",
     "MemfsObject",

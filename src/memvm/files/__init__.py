@@ -1,0 +1,1 @@
+"""Folders (Letta's sources): named groups of files, attached to agents."""
