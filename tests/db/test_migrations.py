@@ -1,6 +1,9 @@
 """Upgrading a database that already holds data: rows written before access control existed end up
 in the default organization, and built-in tools stay shared."""
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 import asyncpg
 import pytest
 
@@ -10,12 +13,32 @@ from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_databa
 BEFORE_ORGANIZATIONS = "87555ae4a455"
 
 
-async def test_existing_rows_move_into_the_default_organization(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_with_data")
-    url = with_database(server_url, "upgrade_with_data")
-    await migrate_to(url, BEFORE_ORGANIZATIONS)
+@asynccontextmanager
+async def database_at(server_url: str, name: str, revision: str) -> AsyncIterator[tuple[str, asyncpg.Connection]]:
+    """A new database migrated to `revision`, and a connection to it; both gone afterwards."""
+    await admin_execute(server_url, f"CREATE DATABASE {name}")
+    url = with_database(server_url, name)
+    await migrate_to(url, revision)
     db = await asyncpg.connect(**asyncpg_dsn(url))
     try:
+        yield url, db
+    finally:
+        await db.close()
+        await admin_execute(server_url, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+async def insert_agent(db: asyncpg.Connection, agent_id: str = "agent-1") -> None:
+    """An agent row of the default organization, as any schema since organizations holds it."""
+    await db.execute(
+        "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
+        " compiled_system) VALUES ($1, $2, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
+        agent_id,
+        DEFAULT_ORGANIZATION_ID,
+    )
+
+
+async def test_existing_rows_move_into_the_default_organization(server_url):
+    async with database_at(server_url, "upgrade_with_data", BEFORE_ORGANIZATIONS) as (url, db):
         await db.execute(
             "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system)"
             " VALUES ('agent-1', 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')"
@@ -35,9 +58,6 @@ async def test_existing_rows_move_into_the_default_organization(server_url):
             for table in ("agent", "block", "agent_block", "tool")
         }
         default = await db.fetchval("SELECT name FROM organization WHERE id = $1", DEFAULT_ORGANIZATION_ID)
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_with_data WITH (FORCE)")
 
     assert owners == {
         "agent": DEFAULT_ORGANIZATION_ID,
@@ -52,35 +72,21 @@ BEFORE_AUTOCLEAR = "3c9a7d5e1f20"
 
 
 async def test_existing_agents_get_message_buffer_autoclear_off(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_autoclear")
-    url = with_database(server_url, "upgrade_autoclear")
-    await migrate_to(url, BEFORE_AUTOCLEAR)
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
-        await db.execute(
-            "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
-            " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
-            DEFAULT_ORGANIZATION_ID,
-        )
+    async with database_at(server_url, "upgrade_autoclear", BEFORE_AUTOCLEAR) as (url, db):
+        await insert_agent(db)
         await migrate_to(url, "head")
         autoclear = await db.fetchval("SELECT message_buffer_autoclear FROM agent WHERE id = 'agent-1'")
         nullable = await db.fetchval(
             "SELECT is_nullable FROM information_schema.columns"
             " WHERE table_name = 'agent' AND column_name = 'message_buffer_autoclear'"
         )
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_autoclear WITH (FORCE)")
 
     assert autoclear is False and nullable == "NO"
 
 
 async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_block_history")
-    url = with_database(server_url, "upgrade_block_history")
-    await migrate_to(url, "9e4a1c6b2d87")  # before the history's run, tool call and restored version
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
+    # 9e4a1c6b2d87: before the history's run, tool call and restored version
+    async with database_at(server_url, "upgrade_block_history", "9e4a1c6b2d87") as (url, db):
         await db.execute(
             "INSERT INTO block_change (organization_id, block_id, version, change, actor_type, actor_id, step_id, label,"
             " value, char_limit, read_only, metadata) VALUES ($1, 'block-1', 2, 'update', 'agent', 'agent-1', 'step-1',"
@@ -90,9 +96,6 @@ async def test_existing_block_history_keeps_its_rows_and_gains_provenance(server
         await migrate_to(url, "head")
         row = await db.fetchrow("SELECT version, value, step_id, run_id, tool_call_id, restored_version FROM block_change")
         indexed = await db.fetchval("SELECT count(*) FROM pg_indexes WHERE indexname = 'ix_block_change_block_id_version'")
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_block_history WITH (FORCE)")
 
     assert dict(row) == {
         "version": 2,
@@ -111,11 +114,7 @@ IN_CONTEXT_INDEX = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_messag
 
 async def _history_before_conversations(db) -> None:
     """An agent with two runs (one step each) and four messages, two of them out of its window."""
-    await db.execute(
-        "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
-        " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
-        DEFAULT_ORGANIZATION_ID,
-    )
+    await insert_agent(db)
     for run in ("run-1", "run-2"):
         await db.execute(
             "INSERT INTO run (id, organization_id, agent_id, status) VALUES ($1, $2, 'agent-1', 'completed')",
@@ -144,11 +143,7 @@ async def _history_before_conversations(db) -> None:
 
 
 async def test_existing_history_becomes_the_default_conversation_and_downgrades_back(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_conversations")
-    url = with_database(server_url, "upgrade_conversations")
-    await migrate_to(url, BEFORE_CONVERSATIONS)
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
+    async with database_at(server_url, "upgrade_conversations", BEFORE_CONVERSATIONS) as (url, db):
         await _history_before_conversations(db)
         await migrate_to(url, "head")
         upgraded = {
@@ -164,9 +159,6 @@ async def test_existing_history_becomes_the_default_conversation_and_downgrades_
             " OR table_name IN ('conversation', 'conversation_block')"
         )
         downgraded_index = await db.fetchval(IN_CONTEXT_INDEX)
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_conversations WITH (FORCE)")
 
     assert upgraded == {
         "message": [(f"message-{n}", None) for n in range(4)],
@@ -184,16 +176,8 @@ MEMFS_TABLES = "SELECT count(*) FROM information_schema.tables WHERE table_name 
 
 
 async def test_memfs_tables_come_and_go_with_their_migration_and_go_with_their_agent(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_memfs")
-    url = with_database(server_url, "upgrade_memfs")
-    await migrate_to(url, BEFORE_MEMFS)
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
-        await db.execute(
-            "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata, timezone,"
-            " compiled_system) VALUES ('agent-1', $1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
-            DEFAULT_ORGANIZATION_ID,
-        )
+    async with database_at(server_url, "upgrade_memfs", BEFORE_MEMFS) as (url, db):
+        await insert_agent(db)
         before = await db.fetchval(MEMFS_TABLES)
         await migrate_to(url, "head")
         await db.execute(
@@ -209,9 +193,6 @@ async def test_memfs_tables_come_and_go_with_their_migration_and_go_with_their_a
         orphans = await db.fetchval("SELECT (SELECT count(*) FROM memfs_commit) + (SELECT count(*) FROM memfs_object)")
         await migrate_to(url, BEFORE_MEMFS, down=True)
         downgraded = await db.fetchval(MEMFS_TABLES)
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_memfs WITH (FORCE)")
 
     assert (before, upgraded, orphans, downgraded) == (0, 3, 0, 0)
 
@@ -222,18 +203,9 @@ FOLDER_COLUMNS = "id, organization_id, name, embedding_model, embedding_dim, chu
 
 
 async def test_folder_tables_come_and_go_with_their_migration_and_links_go_with_agents_and_folders(server_url):
-    await admin_execute(server_url, "CREATE DATABASE upgrade_folders")
-    url = with_database(server_url, "upgrade_folders")
-    await migrate_to(url, BEFORE_FOLDERS)
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
+    async with database_at(server_url, "upgrade_folders", BEFORE_FOLDERS) as (url, db):
         for agent_id in ("agent-1", "agent-2"):
-            await db.execute(
-                "INSERT INTO agent (id, organization_id, name, agent_type, system, memory_render_mode, tags, metadata,"
-                " timezone, compiled_system) VALUES ($1, $2, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '')",
-                agent_id,
-                DEFAULT_ORGANIZATION_ID,
-            )
+            await insert_agent(db, agent_id)
         before = await db.fetchval(FOLDER_TABLES)
         await migrate_to(url, "head")
         for folder_id in ("source-1", "source-2"):
@@ -262,8 +234,5 @@ async def test_folder_tables_come_and_go_with_their_migration_and_links_go_with_
         left = [tuple(row) for row in await db.fetch("SELECT agent_id, folder_id FROM agent_folder")]
         await migrate_to(url, BEFORE_FOLDERS, down=True)
         downgraded = await db.fetchval(FOLDER_TABLES)
-    finally:
-        await db.close()
-        await admin_execute(server_url, "DROP DATABASE upgrade_folders WITH (FORCE)")
 
     assert (before, upgraded, left, downgraded) == (0, 2, [("agent-1", "source-1")], 0)
