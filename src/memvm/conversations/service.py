@@ -33,8 +33,9 @@ async def open_thread(session: AsyncSession, ref: ThreadRef, *, for_write: bool 
     return Thread(await agents.get_agent(session, conversation.agent_id), conversation)
 
 
-async def get_conversation(session: AsyncSession, conversation_id: str) -> Conversation:
-    conversation = await repository.get(session, conversation_id) if is_valid_id("conv", conversation_id) else None
+async def get_conversation(session: AsyncSession, conversation_id: str, *, lock: bool = False) -> Conversation:
+    known = is_valid_id("conv", conversation_id)
+    conversation = await repository.get(session, conversation_id, lock=lock) if known else None
     if conversation is None:
         raise NotFound(f"Conversation {conversation_id!r} not found.")
     return conversation
@@ -121,9 +122,7 @@ async def update_conversation(
     session: AsyncSession, conversation_id: str, data: ConversationUpdate, *, actor: Actor
 ) -> Conversation:
     """Only the fields sent change; `archived` sets or clears archived_at."""
-    conversation = await repository.get(session, conversation_id, lock=True) if is_valid_id("conv", conversation_id) else None
-    if conversation is None:
-        raise NotFound(f"Conversation {conversation_id!r} not found.")
+    conversation = await get_conversation(session, conversation_id, lock=True)
     changes = data.model_dump(exclude_unset=True)
     if "archived" in changes:
         archived = changes.pop("archived")
