@@ -9,7 +9,6 @@ pack is in. A refused push rolls that transaction back and still answers 200, wi
 import asyncio
 import hashlib
 import zlib
-from collections import OrderedDict
 from typing import Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
@@ -22,6 +21,7 @@ from memvm.errors import InvalidInput
 from memvm.memfs import git_protocol
 from memvm.memfs import service as memfs
 from memvm.memfs.objects import ObjectLookup
+from memvm.memfs.recent import Recent
 from memvm.memfs.schemas import PushRefused, Refusal
 
 router = APIRouter(prefix="/v1/git/{agent_id}/state.git", tags=["git"], include_in_schema=False)
@@ -51,28 +51,10 @@ async def upload_pack(agent_id: AgentId, request: Request, runtime: RuntimeDep, 
     return _git_answer(answer, "application/x-git-upload-pack-result")
 
 
-class _RecentAnswers:
-    """The last upload-pack answers of this process. An answer depends only on the request and the
-    head (everything a head reaches is immutable), and every clone by one git version sends the same
-    request: so a clone of an unchanged repository is served without building the pack again."""
-
-    def __init__(self, size: int = 16) -> None:
-        self._size = size
-        self._answers: OrderedDict[tuple[str, bytes | None, bytes], bytes] = OrderedDict()
-
-    def get(self, key: tuple[str, bytes | None, bytes]) -> bytes | None:
-        answer = self._answers.pop(key, None)
-        if answer is not None:
-            self._answers[key] = answer
-        return answer
-
-    def put(self, key: tuple[str, bytes | None, bytes], answer: bytes) -> None:
-        self._answers[key] = answer
-        while len(self._answers) > self._size:
-            self._answers.popitem(last=False)
-
-
-_recent_packs = _RecentAnswers()
+# The last upload-pack answers of this process. An answer depends only on the request and the head
+# (everything a head reaches is immutable), and every clone by one git version sends the same
+# request: so a clone of an unchanged repository is served without building the pack again.
+_recent_packs: Recent[tuple[str, bytes | None, bytes], bytes] = Recent(16)
 
 
 @router.post("/git-receive-pack")

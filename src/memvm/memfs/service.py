@@ -7,7 +7,6 @@ rewritten, so what a client fetched stays true. A push is applied through the bl
 path (limits, read-only, history with the pusher as actor, recompiles) in the caller's
 transaction; a push that breaks a rule raises PushRefused and nothing of it stays."""
 
-from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -23,6 +22,7 @@ from memvm.blocks.schemas import BlockCreate
 from memvm.errors import DomainError
 from memvm.memfs import objects as git
 from memvm.memfs import repository
+from memvm.memfs.recent import Recent
 from memvm.memfs.schemas import PushRefused, RepoSnapshot
 from memvm.memory.memfs_layout import BlockFile, MemfsFileError, block_path, file_label, parse, render
 from memvm.memory.rules import DEFAULT_BLOCK_LIMIT
@@ -63,18 +63,15 @@ class _ParsedObjects:
     id is its content), so only the ids are read again, and the objects not seen before."""
 
     def __init__(self, agents: int = 32) -> None:
-        self._agents = agents
-        self._by_agent: OrderedDict[str, dict[bytes, ShaFile]] = OrderedDict()
+        self._by_agent: Recent[str, dict[bytes, ShaFile]] = Recent(agents)
 
     async def of(self, session: AsyncSession, agent_id: str) -> dict[bytes, ShaFile]:
         """A copy, which the caller may extend: what the worker threads read must not change under them."""
-        known = self._by_agent.pop(agent_id, {})
+        known = self._by_agent.get(agent_id) or {}
         missing = [sha for sha in await repository.object_ids(session, agent_id) if sha not in known]
         if missing:
             known |= await repository.objects_of(session, agent_id, missing)
-        self._by_agent[agent_id] = known
-        while len(self._by_agent) > self._agents:
-            self._by_agent.popitem(last=False)
+        self._by_agent.put(agent_id, known)
         return dict(known)
 
 
