@@ -53,6 +53,9 @@ class Settings(BaseSettings):
     insecure: bool = False
     max_request_bytes: int = Field(8 * 1024 * 1024, ge=1024, description="Larger request bodies get 413.")
     max_agent_file_bytes: int = Field(512 * 1024 * 1024, ge=1024, description="The cap for POST /v1/agents/import.")
+    max_file_upload_bytes: int = Field(
+        50 * 1024 * 1024, ge=1024, description="The cap for a file uploaded to a folder (Letta's is 50 MB)."
+    )
     # A request's head is capped while `memvm serve` reads it (cli/head_limits.py): more is a 431.
     max_header_bytes: int = Field(64 * 1024, ge=1024, description="The request line and all headers, in bytes.")
     max_header_line_bytes: int = Field(8 * 1024, ge=256, description="One header's name and value, in bytes.")

@@ -11,6 +11,8 @@ DomainError
 ├── Busy                the agent is running another turn and the wait ran out
 ├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
 ├── Unavailable         this server cannot do it as configured (no sandbox for custom tools)
+├── UnsupportedMediaType  an uploaded file of a type this server cannot read
+├── TooLarge            an uploaded file over the server's size limit
 └── LLMError            the model provider failed (after retries)
     ├── LLMTimeout
     ├── LLMUnavailable      5xx / 429 / connection errors
@@ -66,6 +68,14 @@ class MemoryEditError(DomainError):
 
 
 class Unavailable(DomainError):
+    pass
+
+
+class UnsupportedMediaType(DomainError):
+    pass
+
+
+class TooLarge(DomainError):
     pass
 
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import re
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from memvm.accounts.exposure import ExposureRefused, check_exposure
 from memvm.accounts.key_cache import KeyCache
 from memvm.api import (
     admin,
+    agent_files,
     agentfiles,
     agents,
     archival,
@@ -36,7 +38,7 @@ from memvm.api import (
     tools,
 )
 from memvm.api import metrics as api_metrics
-from memvm.api.limits import BodySizeLimit
+from memvm.api.limits import MULTIPART_ENVELOPE_BYTES, BodyCap, BodySizeLimit
 from memvm.api.metrics import HttpMetrics
 from memvm.blocks.retention import start_pruning
 from memvm.config import Settings
@@ -46,6 +48,7 @@ from memvm.db.migrate import upgrade_to_head
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.files.processing import FileWorker
 from memvm.llm.openai_chat import ChatModelFactory
 from memvm.processes import import_deferred_in_background
 from memvm.provider import RetryPolicy
@@ -78,12 +81,24 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None) ->
     )
     errors.install(app)
     openapi.declare_security(app)
-    app.add_middleware(
-        BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions={"/v1/agents/import": settings.max_agent_file_bytes}
-    )
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions=_upload_caps(settings))
     app.add_middleware(HttpMetrics)
     _include_routers(app, settings)
     return app
+
+
+def _upload_caps(settings: Settings) -> list[BodyCap]:
+    """The routes that take files get caps of their own. A folder file's cap leaves room for the
+    multipart envelope around it; the route checks the file itself against the setting."""
+    return [
+        BodyCap(re.compile("/v1/agents/import"), settings.max_agent_file_bytes, "MEMVM_MAX_AGENT_FILE_BYTES"),
+        BodyCap(
+            re.compile("/v1/folders/[^/]+/upload"),
+            settings.max_file_upload_bytes + MULTIPART_ENVELOPE_BYTES,
+            "MEMVM_MAX_FILE_UPLOAD_BYTES",
+            "upload a smaller file, or split it",
+        ),
+    ]
 
 
 def _include_routers(app: FastAPI, settings: Settings) -> None:
@@ -92,6 +107,7 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
     for module in (
         agentfiles,
         agents,
+        agent_files,
         core_memory,
         blocks,
         messages,
@@ -124,6 +140,8 @@ async def _start(app: FastAPI, stack: AsyncExitStack, settings: Settings, target
     if settings.embedding_worker:
         wakeup, poll_seconds = runtime.embedding_wakeup, settings.embedding_poll_seconds
         _started(stack, EmbeddingWorker(database.sessionmaker, runtime.embedders, wakeup, poll_seconds=poll_seconds))
+        files = FileWorker(database.sessionmaker, runtime.file_wakeup, embedding_wakeup=wakeup, poll_seconds=poll_seconds)
+        _started(stack, files)
     if (pruning := start_pruning(database.sessionmaker, settings)) is not None:
         stack.push_async_callback(_cancel, [pruning])
 

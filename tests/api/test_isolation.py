@@ -57,8 +57,8 @@ QUERIES = {
 }
 # Path parameters that name no object of their own (the same in both organizations).
 NOT_IDS = ("block_label", "version")
-# Multipart uploads that create the caller's own objects; tests/agentfiles/test_isolation.py covers them.
-UPLOADS = {("POST", "/v1/agents/import")}
+# Multipart uploads, covered by tests/agentfiles/test_isolation.py and tests/api/test_folder_files.py.
+UPLOADS = {("POST", "/v1/agents/import"), ("POST", "/v1/folders/{folder_id}/upload")}
 # Operations B may run without naming A's objects: they create B's own, or list and search what B sees.
 UNSCOPED = {
     ("POST", "/v1/blocks/"),
@@ -112,6 +112,8 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     archive = (await client.post("/v1/archives/", json={"name": "garden notes"}, headers=headers)).json()
     folder = (await client.post("/v1/folders/", json={"name": "garden docs"}, headers=headers)).json()
     attached = await client.patch(f"/v1/agents/{agent['id']}/folders/attach/{folder['id']}", headers=headers)
+    upload = {"file": ("garden.md", b"# My garden\n", "text/markdown")}
+    file = (await client.post(f"/v1/folders/{folder['id']}/upload", files=upload, headers=headers)).json()
     assert attached.status_code == 200, attached.text
     passage = (await client.post(f"/v1/archives/{archive['id']}/passages", json={"text": "the garden"}, headers=headers)).json()
     memory = (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "my garden"}, headers=headers)).json()
@@ -138,6 +140,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "key_id": "apikey-00000000-0000-4000-8000-000000000000",
         "conversation_id": conversation["id"],
         "folder_id": folder["id"],
+        "file_id": file["id"],
     }
 
 
@@ -247,7 +250,7 @@ async def test_every_route_but_health_needs_a_key(server):
     }
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
     ids |= {"tool_name": "memory_insert", "version": "1", "conversation_id": "conv-00000000-0000-4000-8000-000000000000"}
-    ids |= {"folder_id": "source-00000000-0000-4000-8000-000000000000"}
+    ids |= {"folder_id": "source-00000000-0000-4000-8000-000000000000", "file_id": "file-00000000-0000-4000-8000-000000000000"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

@@ -122,6 +122,15 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/agents/{agent_id}/folders"),
     ("PATCH", "/v1/agents/{agent_id}/folders/attach/{folder_id}"),
     ("PATCH", "/v1/agents/{agent_id}/folders/detach/{folder_id}"),
+    ("POST", "/v1/folders/{folder_id}/upload"),
+    ("GET", "/v1/folders/{folder_id}/files"),
+    ("GET", "/v1/folders/{folder_id}/files/{file_id}"),
+    ("DELETE", "/v1/folders/{folder_id}/{file_id}"),
+    # agent_files.py
+    ("GET", "/v1/agents/{agent_id}/files"),
+    ("PATCH", "/v1/agents/{agent_id}/files/close-all"),
+    ("PATCH", "/v1/agents/{agent_id}/files/{file_id}/open"),
+    ("PATCH", "/v1/agents/{agent_id}/files/{file_id}/close"),
     # search.py
     ("POST", "/v1/messages/search"),
     ("POST", "/v1/agents/messages/search"),

@@ -236,3 +236,60 @@ async def test_folder_tables_come_and_go_with_their_migration_and_links_go_with_
         downgraded = await db.fetchval(FOLDER_TABLES)
 
     assert (before, upgraded, left, downgraded) == (0, 2, [("agent-1", "source-1")], 0)
+
+
+BEFORE_FILES = "3b8e5f1a7c42"
+FILE_TABLES = "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('folder_file', 'file_chunk', 'agent_file')"
+AGENT_FILE_SETTINGS = (
+    "SELECT count(*) FROM information_schema.columns WHERE table_name = 'agent'"
+    " AND column_name IN ('max_files_open', 'per_file_view_window_char_limit')"
+)
+
+
+async def _insert_file(db: asyncpg.Connection, file_id: str, status: str = "parsing") -> None:
+    await db.execute(
+        "INSERT INTO folder_file (id, organization_id, folder_id, file_name, original_file_name, file_type,"
+        " file_size, processing_status) VALUES ($1::text, $2, 'source-1', $1::text, $1::text, 'text/plain', 3, $3)",
+        file_id,
+        DEFAULT_ORGANIZATION_ID,
+        status,
+    )
+
+
+async def test_file_tables_come_and_go_with_their_migration_and_chunks_and_views_go_with_their_file(server_url):
+    async with database_at(server_url, "upgrade_files", BEFORE_FILES) as (url, db):
+        await insert_agent(db, "agent-1")
+        before = (await db.fetchval(FILE_TABLES), await db.fetchval(AGENT_FILE_SETTINGS))
+        await migrate_to(url, "head")
+        await db.execute(
+            f"INSERT INTO folder ({FOLDER_COLUMNS}) VALUES ('source-1', $1, 'docs', 'local/m', 384, 300, '{{}}')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        for file_id in ("file-1", "file-2"):
+            await _insert_file(db, file_id)
+            await db.execute(
+                "INSERT INTO file_chunk (organization_id, file_id, folder_id, seq, start_line, end_line, text)"
+                " VALUES ($1, $2, 'source-1', 0, 1, 2, 'the quick fox')",
+                DEFAULT_ORGANIZATION_ID,
+                file_id,
+            )
+            await db.execute(
+                "INSERT INTO agent_file (id, organization_id, agent_id, file_id, folder_id, is_open)"
+                " VALUES ($1, $2, 'agent-1', $3, 'source-1', true)",
+                f"file_agent-{file_id}",
+                DEFAULT_ORGANIZATION_ID,
+                file_id,
+            )
+        with pytest.raises(asyncpg.CheckViolationError):
+            await _insert_file(db, "file-3", status="done")
+        searchable = await db.fetchval("SELECT count(*) FROM file_chunk WHERE fts @@ to_tsquery('english', 'fox')")
+        upgraded = (await db.fetchval(FILE_TABLES), await db.fetchval(AGENT_FILE_SETTINGS))
+        await db.execute("DELETE FROM folder_file WHERE id = 'file-2'")
+        left = [
+            (await db.fetchval("SELECT array_agg(file_id) FROM file_chunk")),
+            (await db.fetchval("SELECT array_agg(file_id) FROM agent_file")),
+        ]
+        await migrate_to(url, BEFORE_FILES, down=True)
+        downgraded = (await db.fetchval(FILE_TABLES), await db.fetchval(AGENT_FILE_SETTINGS))
+
+    assert (before, upgraded, searchable, left, downgraded) == ((0, 0), (3, 2), 2, [["file-1"], ["file-1"]], (0, 0))

@@ -59,10 +59,10 @@ LETTA_FIELDS = [
     ),
     _variables_row("secrets"),
     _variables_row("tool_exec_environment_variables"),
+    _same("max_files_open", 3),
+    _same("per_file_view_window_char_limit", 4000),
 ]
 EXPECTED = {row.field: row.expected for row in LETTA_FIELDS}
-# Fields of Letta's AgentSchema that memvm does not keep (it has no files): accepted, not stored.
-NOT_KEPT = {"max_files_open": 3, "per_file_view_window_char_limit": 4000}
 
 
 def letta_export(**agent_fields: Any) -> dict[str, Any]:
@@ -73,7 +73,7 @@ def letta_export(**agent_fields: Any) -> dict[str, Any]:
 
 
 def with_every_field() -> dict[str, Any]:
-    return letta_export(**{row.field: row.value for row in LETTA_FIELDS}, **NOT_KEPT)
+    return letta_export(**{row.field: row.value for row in LETTA_FIELDS})
 
 
 def shown(agent: dict[str, Any]) -> dict[str, Any]:

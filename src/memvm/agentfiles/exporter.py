@@ -3,6 +3,7 @@ format), with file-local ids (`agent-0`, `block-0`, `tool-0`, `message-0`, …).
 is listed as Letta lists it: the compiled system prompt first (as message-0), then the window."""
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -14,15 +15,20 @@ from memvm.agents import service as agents
 from memvm.agents.schemas import derived_llm_config
 from memvm.archives import service as archives
 from memvm.blocks.schemas import BlockRead
+from memvm.db.pagination import PageRequest
 from memvm.embeddings.local import DIM as LOCAL_DIM
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, KNOWN_DIMS
+from memvm.files import service as folders
+from memvm.files import uploads, views
+from memvm.files.schemas import AgentFileRead, FileRead
 from memvm.memory.metadata import format_timestamp
 from memvm.messages import service as messages
-from memvm.orm import Agent, Archive, Block, Message, Tool
+from memvm.orm import Agent, Archive, Block, Folder, FolderFile, Message, Tool
 from memvm.tools import service as tools
 from memvm.tools.schemas import ToolRead
 
 AGENT_ID = "agent-0"
+_PAGE = 500  # files and views read at a time
 
 
 async def export_agent(
@@ -46,16 +52,19 @@ async def export_agent(
     history = [] if scrub_messages else await messages.history(session, agent_id)
     window = [] if scrub_messages else await messages.in_context(session, agent_id)
     file_ids = {message.id: f"message-{index}" for index, message in enumerate(history, start=1)}
+    folders = await _folders(session, agent_id)
     agent_entry = _agent(agent, llm_config, blocks, attached_tools, attached) | {
         "in_context_message_ids": [] if scrub_messages else ["message-0", *(file_ids[m.id] for m in window)],
         "messages": [] if scrub_messages else [_system_message(agent), *(_message(m, file_ids[m.id], agent) for m in history)],
+        "source_ids": [source["id"] for source in folders.sources],
+        "files_agents": folders.views,
     }
     file = {
         "agents": [agent_entry],
         "groups": [],
         "blocks": [_block(block, index) for index, block in enumerate(blocks)],
-        "files": [],
-        "sources": [],
+        "files": folders.files,
+        "sources": folders.sources,
         "tools": [_tool(tool, index) for index, tool in enumerate(attached_tools)],
         "mcp_servers": [],
         "skills": [],
@@ -95,9 +104,9 @@ def _agent(
         "tools": [],
         "block_ids": [f"block-{index}" for index in range(len(blocks))],
         "tool_ids": [f"tool-{index}" for index in range(len(tools))],
-        "source_ids": [],
         "group_ids": [],
-        "files_agents": [],
+        "max_files_open": agent.max_files_open,
+        "per_file_view_window_char_limit": agent.per_file_view_window_char_limit,
         # Secret values stay on the server (a file is meant to be shared); their names travel, as in
         # Letta's files, so an import knows which ones to ask for.
         "tool_exec_environment_variables": dict.fromkeys(sorted(agent.tool_secrets), ""),
@@ -153,6 +162,73 @@ def _embedding_config(handle: str | None, *, required: bool) -> dict[str, Any] |
     dim = KNOWN_DIMS.get(model, 1536)
     endpoint = {"embedding_endpoint": "https://api.openai.com/v1"} if provider == "openai" else {}
     return {"embedding_endpoint_type": "openai", "embedding_model": model, "embedding_dim": dim, "handle": chosen} | endpoint
+
+
+@dataclass(frozen=True)
+class _Folders:
+    sources: list[dict[str, Any]]
+    files: list[dict[str, Any]]
+    views: list[dict[str, Any]]  # the agent's files_agents
+
+
+async def _folders(session: AsyncSession, agent_id: str) -> _Folders:
+    """The agent's folders as Letta's sources, every file of them with its text (chunks and vectors
+    are made again on import), and the agent's views of them."""
+    attached = (await folders.folders_of_agents(session, [agent_id]))[agent_id]
+    source_ids = {folder.id: f"source-{index}" for index, folder in enumerate(attached)}
+    documents = [file for folder in attached for file in await _every_file(session, folder.id)]
+    ids = {file.id: f"file-{index}" for index, file in enumerate(documents)}
+    seen = [view for view in await _every_view(session, agent_id) if view.file_id in ids]
+    return _Folders(
+        sources=[_source(folder, source_ids[folder.id]) for folder in attached],
+        files=[
+            FileRead.of(file, content=file.content).model_dump(mode="json", exclude={"created_at", "updated_at"})
+            | {"id": ids[file.id], "source_id": source_ids[file.folder_id]}
+            for file in documents
+        ],
+        views=[
+            view.model_dump(mode="json", exclude={"folder_id", "folder_name"})
+            | {
+                "id": f"file_agent-{index}",
+                "agent_id": AGENT_ID,
+                "file_id": ids[view.file_id],
+                "source_id": source_ids[view.folder_id],
+            }
+            for index, view in enumerate(seen)
+        ],
+    )
+
+
+def _source(folder: Folder, file_id: str) -> dict[str, Any]:
+    """Letta's SourceSchema; its embedding_config names the folder's model as Letta can read it."""
+    config = _embedding_config(folder.embedding_model, required=True) or {}
+    return {
+        "id": file_id,
+        "name": folder.name,
+        "description": folder.description,
+        "instructions": folder.instructions,
+        "metadata": folder.metadata_,
+        "embedding_config": config | {"embedding_dim": folder.embedding_dim, "embedding_chunk_size": folder.chunk_size},
+    }
+
+
+async def _every_file(session: AsyncSession, folder_id: str) -> list[FolderFile]:
+    found: list[FolderFile] = []
+    while True:
+        page = PageRequest(_PAGE, "asc", after=found[-1].id if found else None)
+        found += (more := await uploads.list_files(session, folder_id, page, include_content=True))
+        if len(more) < _PAGE:
+            return found
+
+
+async def _every_view(session: AsyncSession, agent_id: str) -> list[AgentFileRead]:
+    found: list[AgentFileRead] = []
+    while True:
+        page = PageRequest(_PAGE, "asc", after=found[-1].id if found else None)
+        more, has_more = await views.list_views(session, agent_id, page, is_open=None)
+        found += more
+        if not has_more:
+            return found
 
 
 async def _archive(session: AsyncSession, archive: Archive, index: int) -> dict[str, Any]:

@@ -6,6 +6,11 @@ memvm writes the same shape, plus a few fields a Letta reader ignores: an agent'
 `memory_render_mode`, `archive_ids`, `memvm_llm_config` and `memvm_embedding_config`, a block's
 `version`, a message's `memvm_kind`, and the top-level `archives` (archival passages, when an
 export asks for them).
+
+Folders travel as Letta's `sources` (id `source-0`, …), their files as `files` (`file-0`, …, with
+their text as `content`; chunks and vectors are made again on import), and each agent's view of
+them as its `files_agents`. An open view's `start_line`/`end_line` are memvm's: the file's own
+1-based lines, the last one included (Letta's exports leave them out).
 """
 
 from datetime import datetime
@@ -72,6 +77,45 @@ class FileMessage(_Lenient):
     memvm_kind: str | None = Field(None, description="memvm only: heartbeat | summary | approval.")
 
 
+class FileSource(_Lenient):
+    """A folder (Letta's source)."""
+
+    id: str
+    name: str
+    description: str | None = None
+    instructions: str | None = None
+    metadata: dict[str, Any] | None = Field(None, validation_alias=AliasChoices("metadata", "metadata_"))
+    embedding: str | None = None
+    embedding_chunk_size: int | None = None
+    embedding_config: dict[str, Any] | None = None
+
+
+class FileDocument(_Lenient):
+    """A file of a folder: `file_name` is the name agents see ("<folder>/<name>"), `content` its text."""
+
+    id: str
+    source_id: str
+    file_name: str | None = None
+    original_file_name: str | None = None
+    file_type: str | None = None
+    file_size: int | None = Field(None, ge=0, lt=2**63)
+    processing_status: str | None = None
+    error_message: str | None = None
+    content: str | None = None
+
+
+class FileAttachment(_Lenient):
+    """One of an agent's files as the agent sees it (a `files_agents` entry)."""
+
+    id: str | None = None
+    file_id: str
+    is_open: bool = True
+    visible_content: str | None = None
+    last_accessed_at: datetime | None = None
+    start_line: int | None = Field(None, ge=1)
+    end_line: int | None = Field(None, ge=1)
+
+
 class FileAgent(_Lenient):
     id: str
     name: str | None = None
@@ -93,11 +137,12 @@ class FileAgent(_Lenient):
     in_context_message_ids: list[str] = Field(default_factory=list)
     tool_exec_environment_variables: dict[str, Any] | list[dict[str, Any]] | None = None
     secrets: dict[str, Any] | list[dict[str, Any]] | None = None
-    # What memvm cannot recreate yet; listed as skipped when present.
     source_ids: list[str] | None = None
     folder_ids: list[str] | None = None
-    group_ids: list[str] | None = None
-    files_agents: list[Any] | None = None
+    files_agents: list[FileAttachment] | None = None
+    max_files_open: int | None = None
+    per_file_view_window_char_limit: int | None = None
+    group_ids: list[str] | None = None  # what memvm cannot recreate yet; listed as skipped when present
     # memvm only
     memory_render_mode: str | None = None
     archive_ids: list[str] = Field(default_factory=list)
@@ -131,8 +176,8 @@ class AgentFile(_Lenient):
     blocks: list[FileBlock] = Field(default_factory=list)
     tools: list[FileTool] = Field(default_factory=list)
     groups: list[Any] = Field(default_factory=list)
-    files: list[Any] = Field(default_factory=list)
-    sources: list[Any] = Field(default_factory=list)
+    files: list[FileDocument] = Field(default_factory=list)
+    sources: list[FileSource] = Field(default_factory=list)
     mcp_servers: list[Any] = Field(default_factory=list)
     skills: list[Any] = Field(default_factory=list)
     metadata: dict[str, Any] | None = None

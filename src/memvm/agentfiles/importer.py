@@ -1,6 +1,7 @@
-"""Importing an agent file: plan from the skeleton, embed archival passages, then write everything
-in one transaction while the messages stream by. Any problem, found before or during the writing,
-rolls the whole file back and is reported with all the others."""
+"""Importing an agent file: plan from the skeleton, embed archival passages and cut the folders'
+files into chunks, then write everything in one transaction while the messages stream by. Any
+problem, found before or during the writing, rolls the whole file back and is reported with all the
+others."""
 
 import asyncio
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from memvm.actors import Caller
 from memvm.agentfiles import legacy
 from memvm.agentfiles.fileschema import AgentFile
+from memvm.agentfiles.folders import FolderWriter, read_documents
 from memvm.agentfiles.history import HistoryWalk, Row, parse_message
 from memvm.agentfiles.plan import ImportPlan, check_rule_tools, plan_import, rule_tool_names
 from memvm.agentfiles.reader import Source, iter_messages, read_skeleton
@@ -45,6 +47,8 @@ async def import_agent_file(context: ImportContext, stream: Source, options: Imp
     is_legacy = legacy.is_legacy(skeleton)
     plan = plan_import(_parse(legacy.to_current(skeleton) if is_legacy else skeleton), options)
     vectors = await _passage_vectors(context, plan) if not plan.problems else {}
+    if not plan.problems:
+        await asyncio.to_thread(read_documents, plan.folders)
     async with transaction(context.sessionmaker, context.caller.organization_id) as session:
         check_rule_tools(plan, set(await tools.tools_named(session, rule_tool_names(plan))))
         writer = _Writer(session, context, plan, options) if not plan.problems else None
@@ -122,11 +126,12 @@ def _batches(stream: Source, walks: dict[int, HistoryWalk], *, is_legacy: bool) 
 
 
 class _Writer:
-    """Creates the planned tools, blocks, agents and archives, then stores messages as they come."""
+    """Creates the planned tools, blocks, archives, folders and agents, then stores messages as they come."""
 
     def __init__(self, session: AsyncSession, context: ImportContext, plan: ImportPlan, options: ImportOptions) -> None:
         self.session, self.plan, self.options = session, plan, options
         self.caller, self.embedders = context.caller, context.embedders
+        self.folders = FolderWriter(session, context.embedders, plan.folders, plan.file)
         self.agent_of: dict[int, str] = {}  # index of the agent in the file → the created agent's id
         self.otids: dict[int, set[str]] = {}
 
@@ -134,6 +139,7 @@ class _Writer:
         tool_ids = await self._tools()
         block_ids = await self._blocks()
         archive_ids = await self._archives(vectors)
+        await self.folders.create()
         created = []
         file_index = {id(agent): index for index, agent in enumerate(self.plan.file.agents)}
         for agent_plan in self.plan.agents:
@@ -146,6 +152,7 @@ class _Writer:
             try:
                 agent = await agents.create_agent(self.session, create, actor=self.caller.actor)
                 await self._attach_archives(agent, [archive_ids[i] for i in agent_plan.source.archive_ids if i in archive_ids])
+                await self.folders.give(agent.id, agent_plan.source)
             except DomainError as error:
                 self.plan.problems.append(f"agent {agent_plan.source.id}: {error.message}")
                 continue

@@ -1,5 +1,6 @@
 """What an import will create, decided from the file's skeleton before anything is written (pure):
-the blocks, tools and agents as memvm create requests, what is skipped, and every problem."""
+the blocks, tools and agents as memvm create requests (folders and their files: folders.py), what
+is skipped, and every problem."""
 
 from collections import Counter
 from dataclasses import dataclass, field
@@ -8,6 +9,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from memvm.agentfiles.fileschema import AgentFile, FileAgent, FileArchive, FileBlock, FileTool
+from memvm.agentfiles.folders import FoldersPlan, check_agent, plan_folders
 from memvm.agentfiles.schemas import ImportOptions, SkippedPart
 from memvm.agents.schemas import AgentCreate
 from memvm.agents.service import check_handles
@@ -25,8 +27,6 @@ _RULE: TypeAdapter[ToolRule] = TypeAdapter(ToolRule)
 M = TypeVar("M", bound=BaseModel)
 _UNSUPPORTED_PARTS = {
     "groups": "multi-agent groups are not supported by memvm yet",
-    "files": "files (data sources) are not supported by memvm yet",
-    "sources": "data sources are not supported by memvm yet",
     "mcp_servers": "MCP servers are not supported by memvm yet",
     "skills": "skills are not supported by memvm yet",
 }
@@ -63,6 +63,7 @@ class ImportPlan:
     tools: dict[str, ToolPlan] = field(default_factory=dict)
     archives: dict[str, ArchivePlan] = field(default_factory=dict)
     agents: list[AgentPlan] = field(default_factory=list)
+    folders: FoldersPlan = field(default_factory=FoldersPlan)
     problems: list[str] = field(default_factory=list)
     skipped: list[SkippedPart] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
@@ -73,7 +74,7 @@ def plan_import(file: AgentFile, options: ImportOptions) -> ImportPlan:
     plan = ImportPlan(file=file)
     if not file.agents:
         plan.problems.append("The file holds no agents.")
-    for part in ("agents", "blocks", "tools"):
+    for part in ("agents", "blocks", "tools", "sources", "files"):
         counts = Counter(item.id for item in getattr(file, part))
         twice = sorted(item_id for item_id, count in counts.items() if count > 1)
         if twice:
@@ -87,6 +88,7 @@ def plan_import(file: AgentFile, options: ImportOptions) -> ImportPlan:
         _plan_tool(plan, tool)
     for archive in file.archives:
         _plan_archive(plan, archive)
+    plan.folders = plan_folders(file, options, FoldersPlan(problems=plan.problems, notes=plan.notes))
     for agent in file.agents:
         _plan_agent(plan, agent, options)
     return plan
@@ -166,10 +168,10 @@ def _plan_archive(plan: ImportPlan, archive: FileArchive) -> None:
 
 def _plan_agent(plan: ImportPlan, agent: FileAgent, options: ImportOptions) -> None:
     where = f"agent {agent.id} ({agent.name!r})"
-    for part in ("source_ids", "folder_ids", "group_ids", "files_agents"):
-        if getattr(agent, part):
-            reason = "memvm does not support data sources, files or groups yet"
-            plan.skipped.append(SkippedPart(part=f"{where} {part}", count=len(getattr(agent, part)), reason=reason))
+    if agent.group_ids:
+        reason = "memvm does not support groups yet"
+        plan.skipped.append(SkippedPart(part=f"{where} group_ids", count=len(agent.group_ids), reason=reason))
+    check_agent(plan.folders, plan.file, agent, where)
     unknown_blocks = [block_id for block_id in agent.block_ids if block_id not in {block.id for block in plan.file.blocks}]
     if unknown_blocks:
         plan.problems.append(f"{where}: block_ids names blocks the file does not contain: {', '.join(unknown_blocks)}.")
@@ -222,6 +224,8 @@ def _agent_fields(plan: ImportPlan, agent: FileAgent, options: ImportOptions) ->
         **_model_fields(plan, agent, options),
         **_embedding_fields(plan, agent, options),
         "memory_render_mode": agent.memory_render_mode,
+        "max_files_open": agent.max_files_open,
+        "per_file_view_window_char_limit": agent.per_file_view_window_char_limit,
         "message_buffer_autoclear": bool(agent.message_buffer_autoclear),
         "secrets": _variables(agent) | (options.secrets or {}),
         "include_base_tools": False,

@@ -1,6 +1,7 @@
 """Agent shapes of the Letta v1 API (CreateAgent, UpdateAgent, AgentState)."""
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -10,11 +11,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
-from memvm.files.schemas import FolderRead
+from memvm.files.schemas import FileBlockRead, FolderRead
 from memvm.ids import is_valid_id
 from memvm.llm.types import endpoint_type
 from memvm.memory.compiler import RenderMode
+from memvm.memory.files_view import MAX_FILES_OPEN_CAP, MAX_VIEW_CHARS_CAP, MIN_VIEW_CHARS
 from memvm.orm import Agent, Block, Folder, Run, Tool
+from memvm.prompts.service import file_limits_of
 from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
@@ -60,11 +63,20 @@ def _check_timezone(value: str | None) -> str | None:
     return value
 
 
-def _check_block_ids(ids: list[str] | None) -> list[str] | None:
-    for block_id in ids or ():
-        if not is_valid_id("block", block_id):
-            raise ValueError(f"{block_id!r} is not a block id; expected 'block-<uuid4>'")
-    return ids
+def _ids_check(prefix: str, kind: str) -> Callable[[list[str] | None], list[str] | None]:
+    """A validator of a list of `<prefix>-<uuid4>` ids that names the first malformed one."""
+
+    def check(ids: list[str] | None) -> list[str] | None:
+        for value in ids or ():
+            if not is_valid_id(prefix, value):
+                raise ValueError(f"{value!r} is not a {kind} id; expected '{prefix}-<uuid4>'")
+        return ids
+
+    return check
+
+
+_check_block_ids = _ids_check("block", "block")
+_check_folder_ids = _ids_check("source", "folder")
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -118,9 +130,25 @@ class AgentFields(BaseModel):
         description="If true, the agent does not keep previous messages in its context window from one turn to the "
         "next (it keeps core memory; the messages stay stored and searchable as recall memory). Default false.",
     )
+    max_files_open: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_FILES_OPEN_CAP,
+        description="How many files of its folders the agent may have open at once; default by its context window.",
+    )
+    per_file_view_window_char_limit: int | None = Field(
+        None,
+        ge=MIN_VIEW_CHARS,
+        le=MAX_VIEW_CHARS_CAP,
+        description="Characters an open file shows in the prompt; default by the context window.",
+    )
+
+    folder_ids: list[str] | None = Field(None, description="Ids of the folders to attach (on update: replaces the set).")
+    source_ids: list[str] | None = Field(None, description="Deprecated: use folder_ids (this is read only without it).")
 
     _timezone = field_validator("timezone")(_check_timezone)
     _secrets = field_validator("secrets")(_check_secret_names)
+    _folder_ids = field_validator("folder_ids", "source_ids")(_check_folder_ids)
 
     @model_validator(mode="before")
     @classmethod
@@ -150,18 +178,27 @@ class AgentCreate(AgentFields):
 
     _block_ids = field_validator("block_ids")(_check_block_ids)
 
+    def chosen_folder_ids(self) -> list[str]:
+        """The folders to attach: `folder_ids`, else the deprecated `source_ids` (as Letta reads them)."""
+        return self.folder_ids or self.source_ids or []
+
 
 class AgentUpdate(AgentFields):
     block_ids: list[str] | None = Field(None, description="Replaces the set of attached blocks.")
 
     _block_ids = field_validator("block_ids")(_check_block_ids)
 
+    def chosen_folder_ids(self) -> list[str] | None:
+        """The agent's folders from now on (None: unchanged): `folder_ids` if given, else the
+        deprecated `source_ids` (as Letta reads them)."""
+        return self.folder_ids if self.folder_ids is not None else self.source_ids
+
 
 class MemoryRead(BaseModel):
     agent_type: str
     git_enabled: bool
     blocks: list[BlockRead]
-    file_blocks: list[Any] = Field(default_factory=list)
+    file_blocks: list[FileBlockRead] = Field(default_factory=list)
     prompt_template: str | None = None
 
 
@@ -187,6 +224,8 @@ class AgentRead(BaseModel):
     identities: list[Any] = Field(default_factory=list)
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     message_buffer_autoclear: bool = False
+    max_files_open: int
+    per_file_view_window_char_limit: int
     message_ids: list[str] = Field(default_factory=list)
     last_run_completion: datetime | None = None
     last_stop_reason: str | None = None
@@ -203,6 +242,7 @@ class AgentRead(BaseModel):
         tools: list[Tool] | None,
         *,
         folders: list[Folder] | None = None,
+        file_blocks: list[FileBlockRead] | None = None,
         show_tags: bool,
         show_secrets: bool,
         last_run: Run | None = None,
@@ -210,6 +250,7 @@ class AgentRead(BaseModel):
         """`blocks`/`tools`/`folders` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
         secrets = [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)] if show_secrets else []
+        limits = file_limits_of(agent)
         return cls(
             id=agent.id,
             name=agent.name,
@@ -229,6 +270,7 @@ class AgentRead(BaseModel):
                 agent_type=agent.agent_type,
                 git_enabled=agent.memory_render_mode == RenderMode.GIT,
                 blocks=block_reads,
+                file_blocks=file_blocks or [],
                 prompt_template=None,
             ),
             blocks=block_reads,
@@ -236,6 +278,8 @@ class AgentRead(BaseModel):
             sources=[FolderRead.of(folder) for folder in folders or ()],
             tool_rules=agent.tool_rules,
             message_buffer_autoclear=agent.message_buffer_autoclear,
+            max_files_open=limits.max_files_open,
+            per_file_view_window_char_limit=limits.view_chars,
             last_run_completion=last_run.completed_at if last_run else None,
             last_stop_reason=last_run.stop_reason if last_run else None,
             secrets=secrets,

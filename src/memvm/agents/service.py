@@ -18,6 +18,7 @@ from memvm.db.pagination import PageRequest, fetch_page
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.errors import Conflict, InvalidInput, NotFound
 from memvm.files import service as files
+from memvm.files import views
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
@@ -39,13 +40,19 @@ _SIMPLE_FIELDS = (
     "context_window_limit",
     "timezone",
     "message_buffer_autoclear",
+    "max_files_open",
+    "per_file_view_window_char_limit",
 )
 _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
+# What the agent's file limits follow (its own, or the defaults of its context window).
+_FILE_LIMIT_FIELDS = frozenset({"max_files_open", "per_file_view_window_char_limit", "context_window_limit", "llm_config"})
 
 
 async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> Agent:
     """Create the agent with its new and existing blocks; fails whole on any bad block."""
     check_handles(data)
+    if folder_ids := data.chosen_folder_ids():
+        await files.lock_folders(session, folder_ids)  # first, in the lock order of files/service.py
     existing = await _locked_blocks(session, data.block_ids)
     _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
     agent_id = new_id("agent")
@@ -68,6 +75,8 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         tool_rules=await _checked_rules(session, data.tool_rules or []),
         # Letta forces it on for workflow agents.
         message_buffer_autoclear=bool(data.message_buffer_autoclear) or data.agent_type == "workflow_agent",
+        max_files_open=data.max_files_open,
+        per_file_view_window_char_limit=data.per_file_view_window_char_limit,
     )
     session.add(agent)
     created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
@@ -76,6 +85,8 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in [*created, *existing]])
     await session.flush()
     await tools.attach_tools(session, agent.id, await _initial_tools(session, data), new_agent=True)
+    if folder_ids:
+        await files.set_folders(session, agent.id, folder_ids)  # after the tools: the file tools come with them
     await recompile_agents(session, [agent.id])
     return agent
 
@@ -149,6 +160,12 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
     check_handles(update)
     changes = update.model_dump(exclude_unset=True, exclude_none=True)
     new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
+    refit_files = bool(_FILE_LIMIT_FIELDS & changes.keys())
+    folder_ids = update.chosen_folder_ids()
+    if folder_ids is not None:  # the lock order of files/service.py: folders, files lock, agent row
+        await files.lock_folders(session, folder_ids, attached_to=agent_id)
+    elif refit_files:
+        await views.lock_files(session, agent_id)
     agent = await get_agent(session, agent_id, lock=True)
     old_embedding = embedding_handle(agent.embedding)
     for field in _SIMPLE_FIELDS:
@@ -170,8 +187,12 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
         await _replace_blocks(session, agent, new_blocks)
     if "embedding" in changes:
         await _change_embedding_model(session, agent)
+    if folder_ids is not None:
+        await files.set_folders(session, agent.id, folder_ids)  # recompiles
     await session.flush()
-    if new_blocks is not None or _PROMPT_FIELDS & changes.keys():
+    if refit_files:
+        await views.refit(session, agent.id)  # recompiles
+    elif new_blocks is not None or _PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, [agent.id])
     return agent
 
@@ -204,6 +225,7 @@ async def _change_embedding_model(session: AsyncSession, agent: Agent) -> None:
 
 async def delete_agent(session: AsyncSession, agent_id: str) -> None:
     """Delete the agent; its blocks survive (they may be shared) and stay listed under /v1/blocks."""
+    await files.lock_folders(session, [], attached_to=agent_id)  # its folder links and views go: as a detach
     agent = await get_agent(session, agent_id, lock=True)
     await session.delete(agent)
     await session.flush()
@@ -357,6 +379,7 @@ async def describe(
     tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
     with_folders = include is None or "agent.sources" in include
     folders_of = await files.folders_of_agents(session, [agent.id for agent in agents]) if with_folders else {}
+    file_blocks_of = await views.file_blocks(session, agents) if with_blocks else {}
     # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
     show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
     show_secrets = include is None or "agent.secrets" in include
@@ -367,6 +390,7 @@ async def describe(
             blocks_of.get(agent.id),
             tools_of.get(agent.id),
             folders=folders_of.get(agent.id),
+            file_blocks=file_blocks_of.get(agent.id),
             show_tags=show_tags,
             show_secrets=show_secrets,
             last_run=last_runs.get(agent.id),

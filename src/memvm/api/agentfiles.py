@@ -40,9 +40,10 @@ async def import_file(
     x_override_embedding_model: Annotated[str | None, Header()] = None,
 ) -> ImportResult:
     """Recreate the file's agents with their blocks (shared ones shared again), custom tools, tool
-    rules, history and context window, and archival passages (embedded again). One transaction: a
+    rules, history and context window, archival passages (embedded again), and folders (`sources`)
+    with their files (chunked and embedded again) and each agent's open files. One transaction: a
     file with any problem is refused whole with a 400 that lists every problem. Parts memvm does not
-    support (groups, files, sources, MCP servers, skills) are listed under `skipped`."""
+    support (groups, MCP servers, skills) are listed under `skipped`."""
     options = ImportOptions(
         name=name or override_name,
         append_copy_suffix=append_copy_suffix,

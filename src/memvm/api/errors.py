@@ -26,8 +26,10 @@ from memvm.errors import (
     MemoryEditError,
     NotFound,
     PreconditionFailed,
+    TooLarge,
     Unauthenticated,
     Unavailable,
+    UnsupportedMediaType,
 )
 
 log = logging.getLogger(__name__)
@@ -42,11 +44,17 @@ STATUS_OF = {
     InvalidInput: 400,
     MemoryEditError: 400,
     PreconditionFailed: 412,
+    TooLarge: 413,
+    UnsupportedMediaType: 415,
     Unavailable: 503,
     LLMError: 502,  # the model provider failed outside a turn (e.g. summarize)
 }
 # The Letta SDK retries 409s by default; these will fail the same way again.
 _NO_RETRY = {"x-should-retry": "false"}
+# deadlock_detected and serialization_failure: PostgreSQL failed this transaction so that a concurrent
+# one could go on. Paths lock in one order (files/service.py) so none should escape; if one does, the
+# same request again will do.
+_COLLISION_SQLSTATES = frozenset({"40P01", "40001"})
 
 
 class ErrorBody(BaseModel):
@@ -69,9 +77,15 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     401: _documented("No API key, or an unknown or revoked one."),
     403: _documented("The key may not do this: the admin API with an organization's key, editing a built-in tool."),
     404: _documented("No such object in the caller's organization."),
-    409: _documented("The request clashes with the current state: a duplicate name, a turn already running, a pending approval."),
+    409: _documented(
+        "The request clashes with the current state: a duplicate name, a turn already running, a pending approval; "
+        "or it collided with a concurrent change (retry it)."
+    ),
     412: _documented("If-Match names a block version that is no longer current."),
-    413: _documented("The request body is over MEMVM_MAX_REQUEST_BYTES (MEMVM_MAX_AGENT_FILE_BYTES for imports)."),
+    413: _documented(
+        "The request body is over MEMVM_MAX_REQUEST_BYTES (MEMVM_MAX_AGENT_FILE_BYTES for imports, "
+        "MEMVM_MAX_FILE_UPLOAD_BYTES for a folder's files)."
+    ),
     422: _documented("Invalid request, or a block value over its limit; `detail` names the field and the reason."),
     502: _documented("The model provider failed outside a turn (e.g. summarize)."),
     503: _documented("The database connection was lost, or the server cannot do this as configured; retry after `retry-after`."),
@@ -145,7 +159,12 @@ def _method_not_allowed(request: Request) -> JSONResponse:
 async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
     """A connection the database dropped (restart, failover), or a database that cannot be reached
     at all (stopped, starting up: db/engine.py marks these as disconnects too), fails the request and
-    the pool is renewed: that is worth a retry, not a 500. Any other database error is a bug."""
+    the pool is renewed: that is worth a retry, not a 500. So is a collision with a concurrent change
+    (a 409 the SDK retries). Any other database error is a bug."""
+    if getattr(error.orig, "sqlstate", None) in _COLLISION_SQLSTATES:
+        log.warning("concurrent change collided on %s %s: %s", request.method, request.url.path, error.orig)
+        detail = "The change collided with a concurrent change; retry it."
+        return JSONResponse({"detail": detail}, status_code=409, headers={"x-should-retry": "true"})
     if not error.connection_invalidated:
         return await _unexpected_error(request, error)
     log.warning("database connection lost on %s %s: %s", request.method, request.url.path, error.orig)

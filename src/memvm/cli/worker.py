@@ -1,4 +1,5 @@
-"""`memvm worker`: the embedding queue's consumer as a process of its own.
+"""`memvm worker`: the embedding queue's consumer, and the file worker that reads uploaded files
+into chunks for it, as a process of its own.
 
 `memvm serve` starts one beside itself by default (MEMVM_EMBEDDING_PROCESS), so embedding the
 turns' messages never shares the server's event loop or its CPU priority: the worker runs niced, and
@@ -33,7 +34,9 @@ STOP_GRACE_SECONDS = 15.0
 
 def add_commands(commands: Commands) -> None:
     worker = commands.add_parser(
-        "worker", help="embed stored messages in the background, alone (`memvm serve` starts one itself by default)"
+        "worker",
+        help="embed stored messages and read uploaded files in the background, alone "
+        "(`memvm serve` starts one itself by default)",
     )
     worker.set_defaults(run=_worker_command)
 
@@ -50,24 +53,30 @@ def _worker_command(args: argparse.Namespace) -> int:
 
 
 async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
-    """Once the schema is migrated, drain the queue until `stop` is set; the batch in progress is
-    finished first."""
+    """Once the schema is migrated, drain the queues until `stop` is set; the batch (or file) in
+    progress is finished first."""
     # Imported here, in the worker process: `memvm serve` imports this module only to start that
     # process, and loading the database stack for it would delay the server's start by most of a second.
     from memvm.db.engine import build_engine, build_sessionmaker
     from memvm.embeddings.registry import EmbedderRegistry
+    from memvm.files.processing import FileWorker
     from memvm.search.embedding_queue import EmbeddingWorker
 
     engine = build_engine(database_url, settings)
-    embedders = EmbedderRegistry.from_settings(settings)
-    # No in-process wakeup reaches another process: an idle worker polls the queue.
-    worker = EmbeddingWorker(build_sessionmaker(engine), embedders, asyncio.Event(), poll_seconds=settings.embedding_poll_seconds)
+    sessionmaker, embedders = build_sessionmaker(engine), EmbedderRegistry.from_settings(settings)
+    # No in-process wakeup reaches another process: an idle worker polls its queue. The file worker
+    # wakes the embedding worker when it has stored a file's chunks.
+    poll_seconds, embedding_wakeup = settings.embedding_poll_seconds, asyncio.Event()
+    embedding = EmbeddingWorker(sessionmaker, embedders, embedding_wakeup, poll_seconds=poll_seconds)
+    files = FileWorker(sessionmaker, asyncio.Event(), embedding_wakeup=embedding_wakeup, poll_seconds=poll_seconds)
     try:
-        if await _schema_migrated(engine, stop, settings.embedding_poll_seconds):
-            worker.start()
+        if await _schema_migrated(engine, stop, poll_seconds):
+            embedding.start()
+            files.start()
             await stop.wait()
     finally:
-        await worker.stop()
+        await files.stop()
+        await embedding.stop()
         await embedders.aclose()
         await engine.dispose()
 

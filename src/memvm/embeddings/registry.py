@@ -11,7 +11,7 @@ from memvm.config import Settings
 from memvm.embeddings.local import MODEL_ID as LOCAL_MODEL_ID
 from memvm.embeddings.local import shared_local_embedder
 from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
-from memvm.embeddings.ports import Embedder
+from memvm.embeddings.ports import Embedder, EmbeddingDimensionMismatch, EmbeddingModel
 from memvm.errors import InvalidInput
 from memvm.provider import RetryPolicy, Sleep, build_client
 
@@ -72,6 +72,16 @@ class EmbedderRegistry:
         embedder = self._remote.get(handle)
         if embedder is None:
             embedder = self._remote[handle] = self._build(handle, model)
+        return embedder
+
+    def for_model(self, model: EmbeddingModel) -> Embedder:
+        """The embedder that made vectors of `model`, so a query embedded by it can be compared with them."""
+        embedder = self.for_handle(model.model)
+        if embedder.dim != model.dim:
+            raise EmbeddingDimensionMismatch(
+                f"Vectors of {model.model!r} stored here have {model.dim} dimensions but this server embeds with "
+                f"{embedder.dim} (MEMVM_EMBEDDING_DIM); they cannot be compared with the query."
+            )
         return embedder
 
     def _build(self, handle: str, model: str) -> OpenAIEmbedder:

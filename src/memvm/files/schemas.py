@@ -90,3 +90,80 @@ class FolderRead(BaseModel):
             created_at=folder.created_at,
             updated_at=folder.updated_at,
         )
+
+
+DuplicateHandling = Literal["skip", "error", "suffix", "replace"]
+ProcessingStatus = Literal["pending", "parsing", "embedding", "completed", "error"]
+
+
+class FileRead(BaseModel):
+    """A folder's file (letta-client's FileUploadResponse / FileListResponse / FileRetrieveResponse).
+    `content`, the parsed text, only when asked for: it can be megabytes."""
+
+    id: str
+    source_id: str
+    file_name: str
+    original_file_name: str
+    file_path: str | None = None
+    file_type: str
+    file_size: int
+    processing_status: ProcessingStatus
+    error_message: str | None
+    total_chunks: int | None
+    chunks_embedded: int | None
+    content: str | None = None
+    file_creation_date: str | None = None
+    file_last_modified_date: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, file: Any, *, content: str | None = None, qualified: bool = True) -> "FileRead":
+        """As Letta answers: uploads name the file as agents do ("<folder>/<name>"); listings and
+        lookups drop the folder part."""
+        return cls(
+            id=file.id,
+            source_id=file.folder_id,
+            file_name=file.file_name if qualified else file.file_name.split("/", 1)[-1],
+            original_file_name=file.original_file_name,
+            file_type=file.file_type,
+            file_size=file.file_size,
+            processing_status=file.processing_status,
+            error_message=file.error_message,
+            total_chunks=file.total_chunks,
+            chunks_embedded=file.chunks_embedded,
+            content=content,
+            created_at=file.created_at,
+            updated_at=file.updated_at,
+        )
+
+
+class AgentFileRead(BaseModel):
+    """One of an agent's files as it sees it (letta-client's agents FileListResponse). `id` is the
+    view's own id, the listing's cursor; the lines are the file's, 1-based, when it is open."""
+
+    id: str
+    file_id: str
+    file_name: str
+    folder_id: str
+    folder_name: str
+    is_open: bool
+    start_line: int | None
+    end_line: int | None
+    last_accessed_at: datetime
+    visible_content: str | None
+
+
+class FileBlockRead(BaseModel):
+    """An attached file in AgentState.memory.file_blocks (letta-client's MemoryFileBlock): `value` is
+    the view the prompt shows, empty while the file is closed."""
+
+    file_id: str
+    source_id: str
+    is_open: bool
+    value: str
+    label: str
+    limit: int
+    read_only: bool = True
+    last_accessed_at: datetime
+    metadata: dict[str, Any] = Field(default_factory=dict)

@@ -46,15 +46,17 @@ _PERSONA_PATH = (SYSTEM_DIR, "persona")
 _INDENT = "  "
 
 
-def compile_system_prompt(*, system: str, blocks: Sequence[BlockView], mode: RenderMode, metadata: str) -> str:
+def compile_system_prompt(
+    *, system: str, blocks: Sequence[BlockView], mode: RenderMode, metadata: str, directories: str = ""
+) -> str:
     """Build the full system prompt: the agent's ``system`` text plus the memory section.
 
-    memory = render_blocks(...) + "\\n\\n" + metadata, or just metadata when no blocks render.
+    memory = render_blocks(...), the rendered ``<directories>`` (see ``memvm.memory.files_view``) and
+    metadata, those that are not empty, separated by blank lines.
     Every ``{CORE_MEMORY}`` in ``system`` is replaced by memory; without a placeholder,
     memory is appended after a blank line.
     """
-    rendered = render_blocks(blocks, mode)
-    memory = f"{rendered}\n\n{metadata}" if rendered else metadata
+    memory = "\n\n".join(part for part in (render_blocks(blocks, mode), directories, metadata) if part)
     if CORE_MEMORY_PLACEHOLDER in system:
         return system.replace(CORE_MEMORY_PLACEHOLDER, memory)
     return f"{system}\n\n{memory}"

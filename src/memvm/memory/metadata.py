@@ -1,7 +1,7 @@
 """The ``<memory_metadata>`` section appended after the memory blocks in the system prompt.
 
 It tells the model how much out-of-context memory exists (counts and tag names only,
-never message or passage text) and when the prompt was last compiled. Pure: the
+never message, passage or file text) and when the prompt was last compiled. Pure: the
 timestamp is passed in, never read from the clock.
 """
 
@@ -17,6 +17,8 @@ class MemoryStats:
     recall_messages: int = 0  # messages stored but out of the context window
     archival_passages: int = 0
     archival_tags: tuple[str, ...] = ()
+    files_open: int = 0  # files of the agent's folders open in its prompt
+    files_total: int = 0  # files of the agent's folders it can open
 
 
 def render_memory_metadata(
@@ -42,6 +44,11 @@ def render_memory_metadata(
     tags = sorted(set(stats.archival_tags))
     if tags:
         lines.append(f"- Available archival memory tags: {', '.join(tags)}")
+    if stats.files_total > 0:
+        lines.append(
+            f"- {stats.files_open} of {stats.files_total} files in your directories are open "
+            "(use open_files, grep_files, semantic_search_files)"
+        )
     lines.append("</memory_metadata>")
     return "\n".join(lines)
 

@@ -5,6 +5,7 @@ from memvm.orm.agent import Agent, AgentBlock
 from memvm.orm.archive import AgentArchive, Archive, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.conversation import Conversation, ConversationBlock
+from memvm.orm.file import AgentFile, FileChunk, FolderFile
 from memvm.orm.folder import AgentFolder, Folder
 from memvm.orm.memfs import MemfsCommit, MemfsFile, MemfsObject
 from memvm.orm.message import Message
@@ -16,6 +17,7 @@ __all__ = [
     "Agent",
     "AgentArchive",
     "AgentBlock",
+    "AgentFile",
     "AgentFolder",
     "AgentTool",
     "ApiKey",
@@ -25,7 +27,9 @@ __all__ = [
     "BlockChange",
     "Conversation",
     "ConversationBlock",
+    "FileChunk",
     "Folder",
+    "FolderFile",
     "MemfsCommit",
     "MemfsFile",
     "MemfsObject",

@@ -54,6 +54,9 @@ class Agent(TenantOwned, Timestamps, Base):
     message_buffer_autoclear: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     # The tool calls a turn stopped on (requires_approval) until the client answers; None: nothing waits.
     pending_approval: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
+    # Letta's file view settings; None: derived from the model's context window (files/limits).
+    max_files_open: Mapped[int | None] = mapped_column(Integer)
+    per_file_view_window_char_limit: Mapped[int | None] = mapped_column(Integer)
     compiled_system: Mapped[str] = mapped_column(Text, default="")
     default_archive_id: Mapped[str | None] = mapped_column(ForeignKey("archive.id", ondelete="SET NULL"))
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

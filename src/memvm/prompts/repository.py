@@ -4,10 +4,10 @@ the counts of what each agent keeps outside its prompt."""
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, bindparam, func, select
+from sqlalchemy import BindParameter, and_, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.orm import Agent, AgentArchive, AgentBlock, Block, Message, Passage
+from memvm.orm import Agent, AgentArchive, AgentBlock, AgentFile, AgentFolder, Block, Folder, FolderFile, Message, Passage
 
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
@@ -19,6 +19,28 @@ _BLOCKS_OF_AGENTS = (
     .where(AgentBlock.agent_id.in_(_OF_AGENTS))
     .order_by(AgentBlock.agent_id, AgentBlock.position)
     .execution_options(populate_existing=True)
+)
+
+# Each attached folder in attachment order, with its files as the agent sees them (none: one row of
+# NULL file columns). Closed files carry no window, so this never reads a file's content.
+_DIRECTORIES_OF_AGENTS = (
+    select(
+        AgentFolder.agent_id,
+        Folder.name.label("folder_name"),
+        Folder.description,
+        Folder.instructions,
+        FolderFile.file_name,
+        FolderFile.line_count,
+        AgentFile.is_open,
+        AgentFile.visible_content,
+        AgentFile.start_line,
+        AgentFile.end_line,
+    )
+    .join(Folder, Folder.id == AgentFolder.folder_id)
+    .outerjoin(AgentFile, and_(AgentFile.agent_id == AgentFolder.agent_id, AgentFile.folder_id == AgentFolder.folder_id))
+    .outerjoin(FolderFile, FolderFile.id == AgentFile.file_id)
+    .where(AgentFolder.agent_id.in_(_OF_AGENTS))
+    .order_by(AgentFolder.agent_id, AgentFolder.position, FolderFile.file_name)
 )
 
 
@@ -61,6 +83,15 @@ async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]
     by_agent: dict[str, list[Block]] = {agent_id: [] for agent_id in agent_ids}
     for agent_id, block in await session.execute(_BLOCKS_OF_AGENTS, {"agent_ids": list(agent_ids)}):
         by_agent[agent_id].append(block)
+    return by_agent
+
+
+async def directories_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Any]]:
+    """Per agent, one row per attached file (or per attached folder without files), folders in
+    attachment order and files by name: see _DIRECTORIES_OF_AGENTS for the columns."""
+    by_agent: dict[str, list[Any]] = {agent_id: [] for agent_id in agent_ids}
+    for row in await session.execute(_DIRECTORIES_OF_AGENTS, {"agent_ids": list(agent_ids)}):
+        by_agent[row.agent_id].append(row)
     return by_agent
 
 

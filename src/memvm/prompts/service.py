@@ -6,10 +6,12 @@ from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.resources import files
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
+from memvm.memory.files_view import DirectoryView, FileLimits, FileView, file_limits, render_directories
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
 from memvm.orm import Agent, Block
 from memvm.prompts import repository
@@ -26,21 +28,47 @@ def block_views(blocks: Sequence[Block]) -> list[BlockView]:
     ]
 
 
+def file_limits_of(agent: Agent) -> FileLimits:
+    """How many of its files the agent may have open and how many characters each view shows: its
+    own settings, else Letta's defaults for its model's context window."""
+    context_window = agent.context_window_limit or (agent.llm_config or {}).get("context_window")
+    return file_limits(agent.max_files_open, agent.per_file_view_window_char_limit, context_window)
+
+
+def directory_views(rows: Sequence[Any]) -> list[DirectoryView]:
+    """The rows of `repository.directories_in_prompt_order` for one agent, as the compiler takes them."""
+    directories: dict[str, DirectoryView] = {}
+    for row in rows:
+        directory = directories.setdefault(row.folder_name, DirectoryView(row.folder_name, row.description, row.instructions))
+        if row.file_name is not None:
+            file = FileView(row.file_name, row.is_open, row.visible_content, row.start_line, row.end_line, row.line_count)
+            directories[row.folder_name] = replace(directory, files=(*directory.files, file))
+    return list(directories.values())
+
+
 def compile_agent_prompt(
     agent: Agent,
     blocks: Sequence[Block],
     stats: MemoryStats,
     *,
     compiled_at: datetime,
+    directories: Sequence[DirectoryView] = (),
     mode: RenderMode | None = None,
     conversation_id: str = "default",
 ) -> str:
     """The agent's prompt, in its own render mode unless `mode` asks for another."""
+    attached = [file for directory in directories for file in directory.files]
+    stats = replace(stats, files_open=sum(file.is_open for file in attached), files_total=len(attached))
     metadata = render_memory_metadata(
         agent_id=agent.id, stats=stats, compiled_at=compiled_at, timezone=agent.timezone, conversation_id=conversation_id
     )
-    mode = mode or RenderMode(agent.memory_render_mode)
-    return compile_system_prompt(system=agent.system, blocks=block_views(blocks), mode=mode, metadata=metadata)
+    return compile_system_prompt(
+        system=agent.system,
+        blocks=block_views(blocks),
+        mode=mode or RenderMode(agent.memory_render_mode),
+        metadata=metadata,
+        directories=render_directories(directories, file_limits_of(agent)),
+    )
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -89,11 +117,14 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
         return []
     locked = await repository.lock_agents(session, ids)
     blocks = await repository.blocks_in_prompt_order(session, ids)
+    directories = await repository.directories_in_prompt_order(session, ids)
     now = datetime.now(UTC)
     for agent, recall, passages in locked:
         stats = await _stats(session, agent.id, recall, passages)
         compiled_at = agent.system_compiled_at if keep_timestamp else now
-        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at)
+        agent.compiled_system = compile_agent_prompt(
+            agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=directory_views(directories[agent.id])
+        )
         agent.system_compiled_at = compiled_at
     await session.flush()
     return [agent for agent, _, _ in locked]
@@ -104,7 +135,15 @@ async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp:
     blocks = await repository.blocks_in_prompt_order(session, [agent.id])
     stats = await memory_stats(session, [agent.id])
     compiled_at = agent.system_compiled_at if keep_timestamp else datetime.now(UTC)
-    return compile_agent_prompt(agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at, mode=mode)
+    directories = await agent_directories(session, agent.id)
+    return compile_agent_prompt(
+        agent, blocks[agent.id], stats[agent.id], compiled_at=compiled_at, directories=directories, mode=mode
+    )
+
+
+async def agent_directories(session: AsyncSession, agent_id: str) -> list[DirectoryView]:
+    """The agent's folders and files as its prompt shows them."""
+    return directory_views((await repository.directories_in_prompt_order(session, [agent_id]))[agent_id])
 
 
 async def conversation_prompt(
@@ -117,7 +156,10 @@ async def conversation_prompt(
     stats = (await memory_stats(session, [agent.id]))[agent.id]
     stats = replace(stats, recall_messages=await repository.conversation_outside_count(session, conversation_id))
     shown = [own.get(block.label, block) for block in blocks]
-    return compile_agent_prompt(agent, shown, stats, compiled_at=compiled_at, conversation_id=conversation_id)
+    directories = await agent_directories(session, agent.id)
+    return compile_agent_prompt(
+        agent, shown, stats, compiled_at=compiled_at, directories=directories, conversation_id=conversation_id
+    )
 
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:

@@ -1,5 +1,5 @@
-"""Embeddings of stored messages and tools, computed after commit so a turn or a tool edit never
-waits for them.
+"""Embeddings of stored messages, tools and the chunks of folders' files, computed after commit so
+a turn, a tool edit or a file's parse never waits for them.
 
 Each queue is a table itself: rows without a vector. A worker in every replica claims a batch with
 FOR UPDATE SKIP LOCKED (no two replicas embed the same row), embeds it outside any transaction, and
@@ -10,27 +10,28 @@ from the queue (it stays findable by full text).
 """
 
 import asyncio
-import contextlib
-import logging
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import DateTime, String, TextClause, bindparam, text
+from sqlalchemy import BigInteger, DateTime, String, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.types import TypeEngine
 
 from memvm import metrics
-from memvm.db.engine import database_unreachable
+from memvm.db.queue_worker import QueueWorker
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.orm import file as file_table
 from memvm.orm import message as message_table
 from memvm.orm import tool as tool_table
 
-log = logging.getLogger(__name__)
 CLAIM_TIMEOUT_SECONDS = 60
+Key = str | int  # a queued row's id
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,20 @@ class EmbeddingQueue:
     store: TextClause
 
 
-def _queue(table: str, predicate: str, *, text_column: str, handle: str, order: str, stored_at: str) -> EmbeddingQueue:
+def _queue(
+    table: str,
+    predicate: str,
+    *,
+    text_column: str,
+    handle: str,
+    order: str,
+    stored_at: str,
+    key_type: type[TypeEngine[Any]] = String,
+    after_store: str | None = None,
+) -> EmbeddingQueue:
+    """`handle` and `stored_at` are SQL over the queued row `q`, `key_type` the type of its id.
+    `after_store` is a statement over `stored` (the rows just stored, RETURNING *) run as part of
+    the store: one statement, so it counts every row stored exactly once, and fails with it."""
     claim = text(f"""
         UPDATE {table} AS q
         SET embed_claimed_at = clock_timestamp(), embed_attempts = q.embed_attempts + 1
@@ -54,25 +68,40 @@ def _queue(table: str, predicate: str, *, text_column: str, handle: str, order: 
             ORDER BY {order}
             LIMIT :batch
             FOR UPDATE SKIP LOCKED)
-        RETURNING q.id, q.{text_column}, {handle}, q.{stored_at}, q.embed_claimed_at
+        RETURNING q.id, q.{text_column}, {handle}, {stored_at}, q.embed_claimed_at
     """)
     # SQL, not an ORM update: a vector is not an edit, so a tool's updated_at stays as it was. One
     # statement for the whole batch, not one per row: asyncpg's executemany waits for its paused
     # writes to resume even once the connection is lost, so a database cut off mid-batch hung the
     # worker for good; a single statement fails with the connection.
-    store = text(f"""
+    update = f"""
         UPDATE {table} AS q
         SET embedding = v.vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
         FROM unnest(:keys, :claimed_at, :vectors) AS v(id, claimed_at, vector)
         WHERE q.id = v.id AND q.embed_claimed_at = v.claimed_at
-    """).bindparams(
-        bindparam("keys", type_=ARRAY(String())),
+    """
+    store = text(update if after_store is None else f"WITH stored AS ({update} RETURNING q.*) {after_store}").bindparams(
+        bindparam("keys", type_=ARRAY(key_type())),
         bindparam("claimed_at", type_=ARRAY(DateTime(timezone=True))),
         bindparam("vectors", type_=ARRAY(Vector(), dimensions=1)),
     )
     depth = text(f"SELECT count(*) FROM {table} WHERE {predicate} AND embed_claimed_at IS NULL")
     return EmbeddingQueue(claim, depth, store)
 
+
+# A file's progress, as its chunks get their vectors: `completed` once all have one. Counted up by
+# each store rather than recounted (a file may have tens of thousands of chunks); a chunk is stored
+# at most once, under its claim. Two stores for one file take turns on its row, the second adding to
+# the first's count.
+_FILE_PROGRESS = """
+    UPDATE folder_file AS f
+    SET chunks_embedded = coalesce(f.chunks_embedded, 0) + s.stored,
+        processing_status = CASE WHEN coalesce(f.chunks_embedded, 0) + s.stored >= f.total_chunks
+                                 THEN 'completed' ELSE f.processing_status END,
+        updated_at = clock_timestamp()
+    FROM (SELECT file_id, count(*) AS stored FROM stored GROUP BY file_id) AS s
+    WHERE f.id = s.file_id AND f.processing_status = 'embedding'
+"""
 
 QUEUES = (
     # A message is embedded with its agent's model.
@@ -82,7 +111,7 @@ QUEUES = (
         text_column="content",
         handle="(SELECT a.embedding FROM agent AS a WHERE a.id = q.agent_id)",
         order="seq",
-        stored_at="created_at",
+        stored_at="q.created_at",
     ),
     # Tools, built-in ones included, with the server's default model.
     _queue(
@@ -91,7 +120,19 @@ QUEUES = (
         text_column="search_text",
         handle="NULL",
         order="updated_at",
-        stored_at="updated_at",
+        stored_at="q.updated_at",
+    ),
+    # Chunks of folders' files, with their folder's model (a folder stores its embedder's `model`,
+    # which is the handle it was made from). A file's progress is counted as its chunks are stored.
+    _queue(
+        "file_chunk",
+        file_table.CHUNK_EMBEDDING_QUEUE_PREDICATE,
+        text_column="text",
+        handle="(SELECT f.embedding_model FROM folder AS f WHERE f.id = q.folder_id)",
+        order="id",  # the order files were parsed in
+        stored_at="(SELECT f.created_at FROM folder_file AS f WHERE f.id = q.file_id)",  # its upload
+        key_type=BigInteger,
+        after_store=_FILE_PROGRESS,
     ),
 )
 
@@ -105,7 +146,7 @@ async def embed_pending(
         claimed = [(queue, (await session.execute(queue.claim, params)).all()) for queue in QUEUES]
         metrics.EMBEDDING_DEPTH.set(sum([await session.scalar(queue.depth) or 0 for queue in QUEUES]))
     for queue, rows in claimed:
-        by_handle: dict[str | None, list[tuple[str, str, datetime]]] = defaultdict(list)
+        by_handle: dict[str | None, list[tuple[Key, str, datetime]]] = defaultdict(list)
         for row_id, content, handle, _stored_at, claimed_at in rows:
             by_handle[handle].append((row_id, content, claimed_at))
         for handle, batch in by_handle.items():
@@ -123,7 +164,7 @@ async def _embed(
     embedders: EmbedderRegistry,
     handle: str | None,
     queue: EmbeddingQueue,
-    batch: list[tuple[str, str, datetime]],
+    batch: list[tuple[Key, str, datetime]],
 ) -> None:
     embedder = embedders.for_handle(handle)
     vectors = await embedder.embed([content for _, content, _ in batch])
@@ -140,10 +181,9 @@ async def _embed(
         await session.execute(queue.store, values)
 
 
-class EmbeddingWorker:
-    """The queues' consumer in this replica. It drains them, then sleeps until woken (a turn stored
-    messages, a tool was saved) or `poll_seconds` pass (rows written by another replica, or left behind by a
-    crash). `stop` lets the batch in progress finish: cut off, its rows would wait for their claim to expire."""
+class EmbeddingWorker(QueueWorker):
+    """The queues' consumer in this replica, woken when a turn stored messages or a tool was saved,
+    or a file's chunks were stored."""
 
     def __init__(
         self,
@@ -153,40 +193,4 @@ class EmbeddingWorker:
         *,
         poll_seconds: float,
     ) -> None:
-        self._sessionmaker = sessionmaker
-        self._embedders = embedders
-        self._wakeup = wakeup
-        self._poll_seconds = poll_seconds
-        self._stopping = False
-        self._task: asyncio.Task[None] | None = None
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self, grace_seconds: float = 10.0) -> None:
-        """Finish the batch in progress (at most `grace_seconds`), then end."""
-        if self._task is None:
-            return
-        self._stopping = True
-        self._wakeup.set()
-        done, _ = await asyncio.wait({self._task}, timeout=grace_seconds)
-        if not done:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-
-    async def _run(self) -> None:
-        while not self._stopping:
-            try:
-                claimed = await embed_pending(self._sessionmaker, self._embedders)
-            except Exception as error:
-                if database_unreachable(error):  # an outage: one line per poll, not a traceback each
-                    log.warning("embedding: the database is unreachable (%s); retrying later", error.__class__.__name__)
-                else:
-                    log.exception("embedding failed; retrying later")
-                claimed = 0
-            if claimed or self._stopping:
-                continue
-            self._wakeup.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)
+        super().__init__("embedding", lambda: embed_pending(sessionmaker, embedders), wakeup, poll_seconds=poll_seconds)

@@ -169,6 +169,70 @@ BUILTIN_SPECS: dict[str, ToolSpec] = {
             ),
         ),
         ToolSpec(
+            "open_files",
+            "Open files of your folders into your context (the <directories> section), whole or a range of lines, "
+            "closing the least recently used ones beyond your limit of open files. Names are as listed there, e.g. "
+            "'docs/guide.md'.",
+            _object(
+                {
+                    "file_requests": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": _object(
+                            {
+                                "file_name": _string("The file's name, including its folder: 'folder/file.ext'."),
+                                "offset": {
+                                    "type": "integer",
+                                    "minimum": 0,
+                                    "description": "First line to show, 0-based (0 = line 1).",
+                                },
+                                "length": {
+                                    "type": "integer",
+                                    "minimum": 1,
+                                    "description": "How many lines to show (default: to the end).",
+                                },
+                            },
+                            ["file_name"],
+                        ),
+                        "description": "The files to open, each with an optional line range.",
+                    },
+                    "close_all_others": {"type": "boolean", "description": "Close every other open file first (default false)."},
+                },
+                ["file_requests"],
+            ),
+        ),
+        ToolSpec(
+            "grep_files",
+            "Search the lines of your folders' files for a regular expression (case-insensitive). Shows 20 matches a "
+            "call with file:line and context, after a summary of the matches per file; pass offset for the next page.",
+            _object(
+                {
+                    "pattern": _string(
+                        "Keyword or regular expression to find in the files' lines (PostgreSQL syntax; \\b works)."
+                    ),
+                    "include": _string("Only files whose name matches this regex or glob, e.g. '*.py' or 'docs/'."),
+                    "context_lines": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "description": "Lines of context before and after each match (default 1).",
+                    },
+                    "offset": {"type": "integer", "minimum": 0, "description": "Matches to skip: 0 first page, 20 the next."},
+                },
+                ["pattern"],
+            ),
+        ),
+        ToolSpec(
+            "semantic_search_files",
+            "Search your folders' files by meaning and keywords. Returns the best passages with file:lines.",
+            _object(
+                {
+                    "query": _string("What to look for, in natural language."),
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "How many passages (default 5)."},
+                },
+                ["query"],
+            ),
+        ),
+        ToolSpec(
             "web_search",
             "Search the web. Returns the top results as JSON: title, url and a snippet of each.",
             _object(
@@ -203,6 +267,9 @@ TOOL_TYPES = {
     "memory_finish_edits": "letta_sleeptime_core",
     "archival_memory_insert": "letta_core",
     "archival_memory_search": "letta_core",
+    "open_files": "letta_files_core",
+    "grep_files": "letta_files_core",
+    "semantic_search_files": "letta_files_core",
     "web_search": "letta_builtin",
     "fetch_webpage": "letta_builtin",
 }
@@ -212,6 +279,10 @@ WEB_TOOLS = frozenset({"web_search", "fetch_webpage"})
 
 # Tool arguments whose text must be embedded before the step's transaction opens.
 EMBEDDED_ARGUMENTS = {"archival_memory_insert": "content", "archival_memory_search": "query", "conversation_search": "query"}
+# ... embedded with each embedding model of the agent's folders instead of the agent's own.
+FOLDER_EMBEDDED_ARGUMENTS = {"semantic_search_files": "query"}
+# Attached while the agent has a folder (Letta's files tools).
+FILE_TOOLS = ("open_files", "grep_files", "semantic_search_files")
 
 DEFAULT_TOOLS = {
     "letta_v1_agent": ("conversation_search", "memory_replace", "memory_insert"),

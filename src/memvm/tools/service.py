@@ -212,6 +212,18 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
     await session.flush()  # one multi-row INSERT; `position` follows the order added (as for blocks)
 
 
+async def attach_builtins(session: AsyncSession, agent_id: str, names: Sequence[str]) -> None:
+    """Attach these built-in tools, skipping those the agent has."""
+    await attach_tools(session, agent_id, await tools_by_name(session, names))
+
+
+async def detach_builtins(session: AsyncSession, agent_id: str, names: Sequence[str]) -> None:
+    """Detach those of these built-in tools the agent has."""
+    for tool in await agent_tools(session, agent_id):
+        if tool.name in names and tool.organization_id is None:
+            await repository.detach(session, agent_id, tool.id)
+
+
 async def detach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> None:
     if await repository.detach(session, agent_id, tool_id) == 0:
         raise NotFound(f"Tool {tool_id!r} is not attached to agent {agent_id!r}.")

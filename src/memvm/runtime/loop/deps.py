@@ -30,6 +30,8 @@ class RuntimeDeps:
     cancels: CancelSignals  # cancel requests of the runs this process runs
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    # Set after a file is uploaded, so the file worker parses it at once.
+    file_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     query_vectors: QueryVectors = field(default_factory=QueryVectors)
     provider_models: ProviderModels = field(default_factory=ProviderModels)  # GET /v1/models/ cache
     background: set["asyncio.Task[None]"] = field(default_factory=set)  # see in_background

@@ -10,7 +10,7 @@ import asyncio
 import itertools
 import logging
 import time
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,7 +58,7 @@ from memvm.runtime.loop.usage import StepMeter, Usage
 from memvm.runtime.loop.window import over_budget
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute_all
-from memvm.runtime.tools.inputs import embed_tool_inputs
+from memvm.runtime.tools.inputs import EmbeddedInputs, embed_tool_inputs
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomCalls, agent_state, wants_network
 from memvm.tools import service as tools
@@ -225,9 +225,9 @@ class Turn:
         self.meter.tokens = self.usage.add(completion, estimated)
         self.last_prompt_tokens = completion.usage.prompt_tokens if completion.usage else estimated
         streamed = self.streamed_message_id
-        vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), completion.tool_calls)
+        inputs = await embed_tool_inputs(self.deps.embedders, self.deps.sessionmaker, self.agent, completion.tool_calls)
         sandboxed = await self.custom_calls.run(without(completion, waiting).tool_calls, frozenset(offered))
-        shown, stop_reason = await self._store_step(completion, vectors, sandboxed, waiting)
+        shown, stop_reason = await self._store_step(completion, inputs, sandboxed, waiting)
         self.deps.embedding_wakeup.set()
         for letta in for_client(shown, self.request, self.agent.agent_type, streamed):
             yield letta
@@ -282,8 +282,8 @@ class Turn:
         approved = Completion(None, tuple(call for call in calls if call.id not in settled))
         settled |= await self.custom_calls.run(approved.tool_calls, frozenset(call.name for call in calls))
         completion = Completion(None, tuple(calls))
-        vectors = await embed_tool_inputs(self.deps.embedders.for_handle(self.agent.embedding), approved.tool_calls)
-        shown, stop_reason = await self._store_step(completion, vectors, settled, [])
+        inputs = await embed_tool_inputs(self.deps.embedders, self.deps.sessionmaker, self.agent, approved.tool_calls)
+        shown, stop_reason = await self._store_step(completion, inputs, settled, [])
         for letta in for_client(shown, self.request, self.agent.agent_type):
             yield letta
         yield StepEnd(stop_reason)
@@ -291,7 +291,7 @@ class Turn:
     async def _store_step(
         self,
         completion: Completion,
-        vectors: dict[str, Sequence[float]],
+        inputs: EmbeddedInputs,
         settled: dict[str, ToolOutcome],
         waiting: list[tuple[ToolCall, WaitKind]],
     ) -> tuple[list[Message], str | None]:
@@ -323,7 +323,8 @@ class Turn:
                 run_id=self.run_id,
                 timezone=self.agent.timezone,
                 embedding=self.embedding,
-                vectors=vectors,
+                vectors=inputs.vectors,
+                folder_vectors=inputs.folder_vectors,
                 settled=settled,
             )
             ready = without(completion, waiting)

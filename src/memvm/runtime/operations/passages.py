@@ -14,7 +14,7 @@ from memvm.agents import service as agents
 from memvm.archives import service as archives
 from memvm.archives.schemas import PassageCreate, SearchFilters
 from memvm.db.uow import transaction
-from memvm.embeddings.ports import Embedder, EmbeddingDimensionMismatch, EmbeddingModel
+from memvm.embeddings.ports import Embedder, EmbeddingModel
 from memvm.errors import DomainError, InvalidInput, LLMError
 from memvm.orm import Archive, Passage
 from memvm.runtime.loop.deps import RuntimeDeps
@@ -153,13 +153,7 @@ async def _query_vectors(
 async def _query_vector(deps: RuntimeDeps, model: EmbeddingModel, query: str) -> list[float] | DomainError:
     """The query embedded by `model`, or why it cannot be (unknown or unreachable model, another size)."""
     try:
-        embedder = deps.embedders.for_handle(model.model)
-        if embedder.dim != model.dim:
-            raise EmbeddingDimensionMismatch(
-                f"Archives of {model.model!r} hold {model.dim}-dimensional vectors but this server embeds with "
-                f"{embedder.dim} dimensions (MEMVM_EMBEDDING_DIM); their passages cannot be compared with the query."
-            )
-        return await deps.query_vectors.vector(embedder, query)
+        return await deps.query_vectors.vector(deps.embedders.for_model(model), query)
     except (InvalidInput, LLMError) as error:
         return error
 

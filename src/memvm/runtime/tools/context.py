@@ -22,6 +22,8 @@ class ToolContext:
     timezone: str = "UTC"
     embedding: EmbeddingModel | None = None
     vectors: Mapping[str, Sequence[float]] = field(default_factory=dict)  # text → its embedding
+    # text → its embedding by each embedding model of the agent's folders (semantic_search_files)
+    folder_vectors: Mapping[str, Mapping[EmbeddingModel, Sequence[float]]] = field(default_factory=dict)
     # Outcomes decided before the transaction (sandboxed custom calls, calls the client settled), by call id.
     settled: Mapping[str, ToolOutcome] = field(default_factory=dict)
 

@@ -4,7 +4,8 @@
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any, get_args, get_origin
+from types import UnionType
+from typing import Any, Union, get_args, get_origin
 
 from memvm import metrics
 from memvm.errors import DomainError
@@ -12,7 +13,7 @@ from memvm.ids import new_id
 from memvm.llm.types import ToolCall
 from memvm.orm import Message
 from memvm.prompts.service import recompiles_dropped_on_error
-from memvm.runtime.tools import archival_memory_tools, conversation_tools, memory_command, memory_tools
+from memvm.runtime.tools import archival_memory_tools, conversation_tools, file_tools, memory_command, memory_tools
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.outcome import ToolOutcome, clip
@@ -34,6 +35,9 @@ HANDLERS: dict[str, Handler] = {
     "memory": memory_command.memory,
     "archival_memory_insert": archival_memory_tools.archival_memory_insert,
     "archival_memory_search": archival_memory_tools.archival_memory_search,
+    "open_files": file_tools.open_files,
+    "grep_files": file_tools.grep_files,
+    "semantic_search_files": file_tools.semantic_search_files,
 }
 
 
@@ -103,7 +107,8 @@ def _check_arguments(name: str, arguments: dict[str, Any]) -> None:
 
 
 def _json_type_ok(annotation: Any, value: Any) -> bool:
-    kinds = [get_origin(kind) or kind for kind in get_args(annotation) if kind is not type(None)] or [annotation]
+    alternatives = get_args(annotation) if get_origin(annotation) in (Union, UnionType) else (annotation,)
+    kinds = [get_origin(kind) or kind for kind in alternatives if kind is not type(None)]
     if isinstance(value, bool) and bool not in kinds:
         return False  # JSON true is not an integer argument
     return any(isinstance(value, kind) for kind in kinds)

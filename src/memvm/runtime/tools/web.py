@@ -8,12 +8,12 @@ import ipaddress
 import json
 import socket
 from dataclasses import dataclass
-from html.parser import HTMLParser
 from typing import Any
 
 import httpx
 
 from memvm.config import Settings
+from memvm.files.parsing.html import page_text
 from memvm.llm.types import ToolCall
 from memvm.runtime.tools.arguments import check_names, parse_arguments
 from memvm.runtime.tools.outcome import ToolOutcome, clip
@@ -151,41 +151,3 @@ def _readable(response: httpx.Response, body: bytes) -> str:
         raise WebToolError(f"{response.url} is {kind}, not a text page.")
     text = body.decode(response.encoding or "utf-8", errors="replace")
     return page_text(text) if kind in ("text/html", "application/xhtml+xml") or not kind else text
-
-
-class _PageText(HTMLParser):
-    """The visible text of an HTML page, one line per block element."""
-
-    HIDDEN = frozenset({"script", "style", "noscript", "template", "svg", "iframe"})
-    BLOCKS = frozenset(
-        {"p", "div", "br", "li", "tr", "title", "h1", "h2", "h3", "h4", "h5", "h6", "pre", "blockquote", "section", "article"}
-    )
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.parts: list[str] = []
-        self.hidden_depth = 0
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self.HIDDEN:
-            self.hidden_depth += 1
-        elif tag in self.BLOCKS:
-            self.parts.append("\n")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in self.HIDDEN:
-            self.hidden_depth = max(0, self.hidden_depth - 1)
-        elif tag in self.BLOCKS:
-            self.parts.append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if not self.hidden_depth:
-            self.parts.append(data)
-
-
-def page_text(html: str) -> str:
-    parser = _PageText()
-    parser.feed(html)
-    parser.close()
-    lines = (" ".join(line.split()) for line in "".join(parser.parts).splitlines())
-    return "\n".join(line for line in lines if line)
