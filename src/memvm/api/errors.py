@@ -91,6 +91,11 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     503: _documented("The database connection was lost, or the server cannot do this as configured; retry after `retry-after`."),
 }
 
+# Only routes that read an uploaded document's type answer it (folder uploads).
+UNSUPPORTED_MEDIA_TYPE: dict[int | str, dict[str, Any]] = {
+    415: _documented("The server cannot read files of this type; `detail` lists the extensions it reads.")
+}
+
 
 def install(app: FastAPI) -> None:
     # The decorator form: Starlette's add_exception_handler is typed for handlers of any Exception.

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, File, Path, Query, Response, UploadFile
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import service as agents
+from memvm.api import errors
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import NULL_ANSWER
 from memvm.db.pagination import PageRequest
@@ -65,7 +66,7 @@ async def list_folder_agents(folder_id: FolderId, tx: TransactionDep, page: Page
         return await service.agents_of_folder(session, folder_id, page)
 
 
-@router.post("/v1/folders/{folder_id}/upload", response_model=FileRead)
+@router.post("/v1/folders/{folder_id}/upload", response_model=FileRead, responses=errors.UNSUPPORTED_MEDIA_TYPE)
 async def upload_file_to_folder(
     folder_id: FolderId,
     file: Annotated[UploadFile, File(description="The file; its type comes from its name's extension, else its content type.")],

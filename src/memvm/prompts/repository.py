@@ -44,9 +44,9 @@ _DIRECTORIES_OF_AGENTS = (
 )
 
 
-def _outside_counts() -> tuple[Any, Any]:
-    """Per agent row: messages of its default conversation stored but out of the context window, and
-    passages in its archives."""
+def _outside_counts() -> tuple[Any, Any, Any]:
+    """Per agent row: messages of its default conversation stored but out of the context window,
+    passages in its archives, and folders attached (none: no need to read its directories)."""
     recall = (
         select(func.count())
         .select_from(Message)
@@ -55,7 +55,8 @@ def _outside_counts() -> tuple[Any, Any]:
     )
     archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
     passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
-    return recall, passages
+    folders = select(func.count()).select_from(AgentFolder).where(AgentFolder.agent_id == Agent.id).scalar_subquery()
+    return recall, passages, folders
 
 
 # In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
@@ -72,10 +73,10 @@ _LOCK_AGENTS = (
 _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
 
 
-async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int]]:
+async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int, int]]:
     """The agents, locked, with their outside counts (see `outside_counts`), in one statement."""
     rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
-    return [(agent, recall, passages) for agent, recall, passages in rows]
+    return [(agent, recall, passages, folders) for agent, recall, passages, folders in rows]
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -99,7 +100,7 @@ async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dic
     """Per agent, in one statement: messages stored but out of the context window, and passages in
     the agent's archives."""
     rows = await session.execute(_OUTSIDE_COUNTS, {"agent_ids": list(agent_ids)})
-    return {agent_id: (messages, stored) for agent_id, messages, stored in rows}
+    return {agent_id: (messages, stored) for agent_id, messages, stored, _folders in rows}
 
 
 async def conversation_outside_count(session: AsyncSession, conversation_id: str) -> int:

@@ -117,17 +117,18 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
         return []
     locked = await repository.lock_agents(session, ids)
     blocks = await repository.blocks_in_prompt_order(session, ids)
-    directories = await repository.directories_in_prompt_order(session, ids)
+    # Only agents with folders have directories to read: the others' recompiles cost no statement more.
+    with_folders = [agent.id for agent, _, _, folders in locked if folders]
+    directories = await repository.directories_in_prompt_order(session, with_folders) if with_folders else {}
     now = datetime.now(UTC)
-    for agent, recall, passages in locked:
+    for agent, recall, passages, _ in locked:
         stats = await _stats(session, agent.id, recall, passages)
         compiled_at = agent.system_compiled_at if keep_timestamp else now
-        agent.compiled_system = compile_agent_prompt(
-            agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=directory_views(directories[agent.id])
-        )
+        shown = directory_views(directories.get(agent.id, []))
+        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
         agent.system_compiled_at = compiled_at
     await session.flush()
-    return [agent for agent, _, _ in locked]
+    return [agent for agent, *_ in locked]
 
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool, mode: RenderMode | None = None) -> str:
