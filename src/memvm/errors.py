@@ -13,6 +13,7 @@ DomainError
 ├── Unavailable         this server cannot do it as configured (no sandbox for custom tools)
 ├── UnsupportedMediaType  an uploaded file of a type this server cannot read
 ├── TooLarge            an uploaded file over the server's size limit
+├── CloudOnly           a Letta Cloud feature memvm does not serve (templates, schedules, …)
 └── LLMError            the model provider failed (after retries)
     ├── LLMTimeout
     ├── LLMUnavailable      5xx / 429 / connection errors
@@ -76,6 +77,10 @@ class UnsupportedMediaType(DomainError):
 
 
 class TooLarge(DomainError):
+    pass
+
+
+class CloudOnly(DomainError):
     pass
 
 

@@ -22,6 +22,7 @@ from memvm.api import (
     archival,
     auth,
     blocks,
+    cloud_only,
     console,
     conversations,
     core_memory,
@@ -29,12 +30,14 @@ from memvm.api import (
     folders,
     git,
     health,
+    identities,
     messages,
     models,
     openapi,
     runs,
     search,
     storable,
+    tags,
     tools,
 )
 from memvm.api import metrics as api_metrics
@@ -117,9 +120,12 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
         tools,
         archival,
         folders,
+        identities,
         search,
+        tags,
         admin,
         git,
+        cloud_only,
     ):
         guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
         app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)

@@ -46,7 +46,13 @@ BODIES = {
     ("PATCH", "/v1/conversations/{conversation_id}"): {"summary": "taken over"},
     ("POST", "/v1/conversations/{conversation_id}/messages"): {"input": "hi", "streaming": False},
     ("POST", "/v1/folders/"): {"name": "mine"},
+    ("PATCH", "/v1/steps/{step_id}/feedback"): {"feedback": "negative", "tags": ["taken over"]},
+    ("POST", "/v1/agents/{agent_id}/tools/{tool_name}/run"): {"args": {"sides": 6}},
     ("PATCH", "/v1/folders/{folder_id}"): {"name": "taken over"},
+    ("POST", "/v1/identities/"): {"identifier_key": "mine", "name": "x", "identity_type": "user"},
+    ("PUT", "/v1/identities/"): {"identifier_key": "mine", "name": "y", "identity_type": "org"},
+    ("PATCH", "/v1/identities/{identity_id}"): {"name": "taken over", "agent_ids": ["{agent}"]},
+    ("PUT", "/v1/identities/{identity_id}/properties"): [{"key": "k", "value": "taken over", "type": "string"}],
 }
 # Routes that span every organization: only the admin key may call them.
 ADMIN_ONLY = {"/metrics"}
@@ -80,6 +86,12 @@ UNSCOPED = {
     ("GET", "/v1/conversations/"),
     ("POST", "/v1/folders/"),
     ("GET", "/v1/folders/"),
+    ("GET", "/v1/tags/"),  # the tags of B's agents and blocks (tests/api/test_organization_lists.py too)
+    ("GET", "/v1/messages/"),
+    ("POST", "/v1/identities/"),
+    ("PUT", "/v1/identities/"),
+    ("GET", "/v1/identities/"),
+    ("GET", "/v1/identities/count"),
 }
 
 
@@ -115,6 +127,9 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     upload = {"file": ("garden.md", b"# My garden\n", "text/markdown")}
     file = (await client.post(f"/v1/folders/{folder['id']}/upload", files=upload, headers=headers)).json()
     assert attached.status_code == 200, attached.text
+    members = {"agent_ids": [agent["id"]], "block_ids": [block["id"]]}
+    who = {"identifier_key": "gardener", "name": "Bob", "identity_type": "user", **members}
+    identity = (await client.post("/v1/identities/", json=who, headers=headers)).json()
     passage = (await client.post(f"/v1/archives/{archive['id']}/passages", json={"text": "the garden"}, headers=headers)).json()
     memory = (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "my garden"}, headers=headers)).json()
     llm.reply("Nice garden.")
@@ -141,6 +156,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "conversation_id": conversation["id"],
         "folder_id": folder["id"],
         "file_id": file["id"],
+        "identity_id": identity["id"],
     }
 
 
@@ -223,6 +239,10 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
     folder = (await server.get(f"/v1/folders/{a['folder_id']}", headers=headers_a)).json()
     readers = (await server.get(f"/v1/folders/{a['folder_id']}/agents", headers=headers_a)).json()
     assert folder["name"] == "garden docs" and readers == [a["agent_id"]]
+    step = (await server.get(f"/v1/steps/{a['step_id']}", headers=headers_a)).json()
+    assert step["feedback"] is None and step["tags"] == []
+    identity = (await server.get(f"/v1/identities/{a['identity_id']}", headers=headers_a)).json()
+    assert (identity["name"], identity["agent_ids"], identity["block_ids"]) == ("Bob", [a["agent_id"]], [a["block_id"]])
 
 
 async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
@@ -251,6 +271,7 @@ async def test_every_route_but_health_needs_a_key(server):
     ids |= {"memory_id": ids["passage_id"], "key_id": "apikey-00000000-0000-4000-8000-000000000000", "block_label": "human"}
     ids |= {"tool_name": "memory_insert", "version": "1", "conversation_id": "conv-00000000-0000-4000-8000-000000000000"}
     ids |= {"folder_id": "source-00000000-0000-4000-8000-000000000000", "file_id": "file-00000000-0000-4000-8000-000000000000"}
+    ids |= {"identity_id": "identity-00000000-0000-4000-8000-000000000000"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

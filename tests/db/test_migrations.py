@@ -293,3 +293,60 @@ async def test_file_tables_come_and_go_with_their_migration_and_chunks_and_views
         downgraded = (await db.fetchval(FILE_TABLES), await db.fetchval(AGENT_FILE_SETTINGS))
 
     assert (before, upgraded, searchable, left, downgraded) == ((0, 0), (3, 2), 2, [["file-1"], ["file-1"]], (0, 0))
+
+
+BEFORE_IDENTITIES = "4c9d2e7f1b85"
+IDENTITIES = "5e1f3a9c2d74"
+IDENTITY_TABLES = (
+    "SELECT count(*) FROM information_schema.tables WHERE table_name IN ('identity', 'identity_agent', 'identity_block')"
+)
+
+
+async def _insert_identity(db: asyncpg.Connection, identity_id: str, key: str, identity_type: str = "user") -> None:
+    await db.execute(
+        "INSERT INTO identity (id, organization_id, identifier_key, name, identity_type, properties)"
+        " VALUES ($1, $2, $3, 'Bob', $4, '[]')",
+        identity_id,
+        DEFAULT_ORGANIZATION_ID,
+        key,
+        identity_type,
+    )
+
+
+async def test_identity_tables_come_and_go_with_their_migration_and_links_go_with_their_ends(server_url):
+    async with database_at(server_url, "upgrade_identities", BEFORE_IDENTITIES) as (url, db):
+        for agent_id in ("agent-1", "agent-2"):
+            await insert_agent(db, agent_id)
+        await db.execute(
+            "INSERT INTO block (id, organization_id, label, value, char_limit, read_only, metadata, tags, version)"
+            " VALUES ('block-1', $1, 'team', 'plans', 100, false, '{}', '{}', 1)",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        before = await db.fetchval(IDENTITY_TABLES)
+        await migrate_to(url, IDENTITIES)
+        await _insert_identity(db, "identity-1", "user-1")
+        await _insert_identity(db, "identity-2", "user-2")
+        for identity_id, agent_id in (("identity-1", "agent-1"), ("identity-1", "agent-2"), ("identity-2", "agent-1")):
+            await db.execute(
+                "INSERT INTO identity_agent (identity_id, agent_id, organization_id) VALUES ($1, $2, $3)",
+                identity_id,
+                agent_id,
+                DEFAULT_ORGANIZATION_ID,
+            )
+        await db.execute(
+            "INSERT INTO identity_block (identity_id, block_id, organization_id) VALUES ('identity-2', 'block-1', $1)",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await _insert_identity(db, "identity-3", "user-1")
+        with pytest.raises(asyncpg.CheckViolationError):
+            await _insert_identity(db, "identity-3", "user-3", identity_type="robot")
+        upgraded = await db.fetchval(IDENTITY_TABLES)
+        await db.execute("DELETE FROM agent WHERE id = 'agent-2'")
+        await db.execute("DELETE FROM identity WHERE id = 'identity-2'")
+        left = [tuple(row) for row in await db.fetch("SELECT identity_id, agent_id FROM identity_agent")]
+        blocks_left = await db.fetchval("SELECT count(*) FROM identity_block")
+        await migrate_to(url, BEFORE_IDENTITIES, down=True)
+        downgraded = await db.fetchval(IDENTITY_TABLES)
+
+    assert (before, upgraded, left, blocks_left, downgraded) == (0, 3, [("identity-1", "agent-1")], 0, 0)

@@ -6,6 +6,7 @@ from typing import Any
 
 import httpx
 from fastapi import FastAPI
+from pydantic import SecretStr
 
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget
@@ -29,6 +30,16 @@ async def app_client(
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:
             yield http
+
+
+TEST_ADMIN_KEY = "admin-secret-for-tests"
+
+
+@asynccontextmanager
+async def keyed_client(settings: Settings, *organizations: str) -> AsyncIterator[tuple[httpx.AsyncClient, list[dict[str, str]]]]:
+    """The app with access control on (an admin key), and a key of each organization, as request headers."""
+    async with app_client(settings.model_copy(update={"admin_api_key": SecretStr(TEST_ADMIN_KEY)})) as client:
+        yield client, await organization_keys(client, TEST_ADMIN_KEY, *organizations)
 
 
 async def create_agent(client: httpx.AsyncClient, **fields) -> dict:

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.agents import repository
 from memvm.agents.service import get_agent
 from memvm.db.pagination import PageRequest, page_of
 from memvm.messages import service as messages
@@ -36,6 +37,16 @@ async def of_agent(
     read = await _reader(session, agent_id)
     stored = await messages.history_page(session, agent_id, conversation_id, limit=limit, order=order, before=before, after=after)
     return [letta for letta in read(stored) if types is None or letta["message_type"] in types]
+
+
+async def of_organization(
+    session: AsyncSession, page: PageRequest, *, conversation_id: str | None, types: Sequence[str] | None
+) -> LettaMessages:
+    """A page of every agent's messages, each read in the way of its own agent's type."""
+    stored = await messages.organization_page(session, conversation_id, page)
+    agent_types = await repository.agent_types(session, sorted({message.agent_id for message in stored}))
+    letta = [item for message in stored for item in to_letta(message, agent_type=agent_types[message.agent_id])]
+    return [item for item in letta if types is None or item["message_type"] in types]
 
 
 async def of_message(session: AsyncSession, message_id: str) -> LettaMessages:

@@ -7,6 +7,7 @@ from sqlalchemy import Select, bindparam, delete, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
+from memvm.db.pagination import NamePage, fetch_names
 from memvm.orm import Agent, AgentBlock, Block
 
 # The hottest reads are built once, with bound parameters: building the expression per request
@@ -25,8 +26,10 @@ async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Ag
     return await session.scalar(query, {"agent_id": agent_id})
 
 
-def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool) -> Select[Agent]:
-    query = select(Agent)
+def list_query(
+    *, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool, among: Select[tuple[str]] | None
+) -> Select[Agent]:
+    query = select(Agent) if among is None else select(Agent).where(Agent.id.in_(among))
     if name is not None:
         query = query.where(Agent.name == name)
     if query_text:
@@ -34,6 +37,15 @@ def list_query(*, name: str | None, query_text: str | None, tags: Sequence[str],
     if tags:
         query = query.where(Agent.tags.contains(list(tags)) if match_all_tags else Agent.tags.overlap(list(tags)))
     return query
+
+
+async def tags(session: AsyncSession, page: NamePage) -> list[str]:
+    return await fetch_names(session, Agent.tags, page)
+
+
+async def agent_types(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, str]:
+    rows = await session.execute(select(Agent.id, Agent.agent_type).where(Agent.id.in_(agent_ids)))
+    return {agent_id: agent_type for agent_id, agent_type in rows}
 
 
 def agents_of_block_query(block_id: str) -> Select[Agent]:

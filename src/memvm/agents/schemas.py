@@ -1,7 +1,6 @@
 """Agent shapes of the Letta v1 API (CreateAgent, UpdateAgent, AgentState)."""
 
 import re
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -12,7 +11,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
 from memvm.files.schemas import FileBlockRead, FolderRead
-from memvm.ids import is_valid_id
+from memvm.identities.schemas import IdentityRead
+from memvm.ids import ids_check
 from memvm.llm.types import endpoint_type
 from memvm.memory.compiler import RenderMode
 from memvm.memory.files_view import MAX_FILES_OPEN_CAP, MAX_VIEW_CHARS_CAP, MIN_VIEW_CHARS
@@ -63,20 +63,9 @@ def _check_timezone(value: str | None) -> str | None:
     return value
 
 
-def _ids_check(prefix: str, kind: str) -> Callable[[list[str] | None], list[str] | None]:
-    """A validator of a list of `<prefix>-<uuid4>` ids that names the first malformed one."""
-
-    def check(ids: list[str] | None) -> list[str] | None:
-        for value in ids or ():
-            if not is_valid_id(prefix, value):
-                raise ValueError(f"{value!r} is not a {kind} id; expected '{prefix}-<uuid4>'")
-        return ids
-
-    return check
-
-
-_check_block_ids = _ids_check("block", "block")
-_check_folder_ids = _ids_check("source", "folder")
+_check_block_ids = ids_check("block", "block")
+_check_folder_ids = ids_check("source", "folder")
+_check_identity_ids = ids_check("identity", "identity")
 
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -145,10 +134,12 @@ class AgentFields(BaseModel):
 
     folder_ids: list[str] | None = Field(None, description="Ids of the folders to attach (on update: replaces the set).")
     source_ids: list[str] | None = Field(None, description="Deprecated: use folder_ids (this is read only without it).")
+    identity_ids: list[str] | None = Field(None, description="Ids of the identities it belongs to (on update: replaces the set).")
 
     _timezone = field_validator("timezone")(_check_timezone)
     _secrets = field_validator("secrets")(_check_secret_names)
     _folder_ids = field_validator("folder_ids", "source_ids")(_check_folder_ids)
+    _identity_ids = field_validator("identity_ids")(_check_identity_ids)
 
     @model_validator(mode="before")
     @classmethod
@@ -221,7 +212,8 @@ class AgentRead(BaseModel):
     blocks: list[BlockRead]
     tools: list[ToolRead] = Field(default_factory=list)
     sources: list[FolderRead] = Field(default_factory=list, description="The attached folders (Letta's sources).")
-    identities: list[Any] = Field(default_factory=list)
+    identities: list[IdentityRead] = Field(default_factory=list, description="The identities it belongs to.")
+    identity_ids: list[str] = Field(default_factory=list, description="Deprecated: use identities.")
     tool_rules: list[dict[str, Any]] = Field(default_factory=list)
     message_buffer_autoclear: bool = False
     max_files_open: int
@@ -242,12 +234,13 @@ class AgentRead(BaseModel):
         tools: list[Tool] | None,
         *,
         folders: list[Folder] | None = None,
+        identities: list[IdentityRead] | None = None,
         file_blocks: list[FileBlockRead] | None = None,
         show_tags: bool,
         show_secrets: bool,
         last_run: Run | None = None,
     ) -> "AgentRead":
-        """`blocks`/`tools`/`folders` None means the caller did not ask for them (v1 SDK `include` semantics)."""
+        """`blocks`/`tools`/`folders`/`identities` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]
         secrets = [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)] if show_secrets else []
         limits = file_limits_of(agent)
@@ -276,6 +269,8 @@ class AgentRead(BaseModel):
             blocks=block_reads,
             tools=[ToolRead.of(tool) for tool in tools or ()],
             sources=[FolderRead.of(folder) for folder in folders or ()],
+            identities=identities or [],
+            identity_ids=[identity.id for identity in identities or ()],
             tool_rules=agent.tool_rules,
             message_buffer_autoclear=agent.message_buffer_autoclear,
             max_files_open=limits.max_files_open,

@@ -5,10 +5,11 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
-from memvm.agents import repository
+from memvm.agents import block_links, repository
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
 from memvm.agents.tool_rules import ToolRule, named_tools
 from memvm.archives import service as archives
@@ -19,6 +20,7 @@ from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.errors import Conflict, InvalidInput, NotFound
 from memvm.files import service as files
 from memvm.files import views
+from memvm.identities import service as identities
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
@@ -27,7 +29,6 @@ from memvm.prompts.service import DEFAULT_SYSTEM_PROMPT, blocks_in_prompt_order,
 from memvm.runs import service as runs
 from memvm.tools import service as tools
 
-_LABEL_CONSTRAINT = "uq_agent_block_agent_id_label"
 _HANDLE = re.compile(r"[^/\s]+/\S+")
 _SIMPLE_FIELDS = (
     "name",
@@ -53,8 +54,8 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     check_handles(data)
     if folder_ids := data.chosen_folder_ids():
         await files.lock_folders(session, folder_ids)  # first, in the lock order of files/service.py
-    existing = await _locked_blocks(session, data.block_ids)
-    _check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
+    existing = await block_links.locked_blocks(session, data.block_ids)
+    block_links.check_unique_labels([*(spec.label for spec in data.memory_blocks), *(block.label for block in existing)])
     agent_id = new_id("agent")
     agent = Agent(
         id=agent_id,
@@ -87,6 +88,8 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     await tools.attach_tools(session, agent.id, await _initial_tools(session, data), new_agent=True)
     if folder_ids:
         await files.set_folders(session, agent.id, folder_ids)  # after the tools: the file tools come with them
+    if data.identity_ids:
+        await identities.set_agent_identities(session, agent.id, data.identity_ids)
     await recompile_agents(session, [agent.id])
     return agent
 
@@ -146,8 +149,10 @@ async def list_agents(
     query_text: str | None = None,
     tags: Sequence[str] = (),
     match_all_tags: bool = False,
+    among: Select[tuple[str]] | None = None,
 ) -> list[Agent]:
-    query = repository.list_query(name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags)
+    """`among`: only agents whose ids this query selects (those of an identity)."""
+    query = repository.list_query(name=name, query_text=query_text, tags=tags, match_all_tags=match_all_tags, among=among)
     return await fetch_page(session, query, Agent, page)
 
 
@@ -159,13 +164,15 @@ async def agents_of_block(session: AsyncSession, block_id: str, page: PageReques
 async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate) -> Agent:
     check_handles(update)
     changes = update.model_dump(exclude_unset=True, exclude_none=True)
-    new_blocks = await _locked_blocks(session, update.block_ids) if update.block_ids is not None else None
+    new_blocks = await block_links.locked_blocks(session, update.block_ids) if update.block_ids is not None else None
     refit_files = bool(_FILE_LIMIT_FIELDS & changes.keys())
     folder_ids = update.chosen_folder_ids()
     if folder_ids is not None:  # the lock order of files/service.py: folders, files lock, agent row
         await files.lock_folders(session, folder_ids, attached_to=agent_id)
     elif refit_files:
         await views.lock_files(session, agent_id)
+    if update.identity_ids is not None:  # the lock order of identities/service.py: identities, then the agent row
+        await identities.lock_identities(session, update.identity_ids)
     agent = await get_agent(session, agent_id, lock=True)
     old_embedding = embedding_handle(agent.embedding)
     for field in _SIMPLE_FIELDS:
@@ -184,11 +191,13 @@ async def update_agent(session: AsyncSession, agent_id: str, update: AgentUpdate
     if update.memory_render_mode is not None:
         agent.memory_render_mode = update.memory_render_mode.value
     if new_blocks is not None:
-        await _replace_blocks(session, agent, new_blocks)
+        await block_links.replace_blocks(session, agent, new_blocks)
     if "embedding" in changes:
         await _change_embedding_model(session, agent)
     if folder_ids is not None:
         await files.set_folders(session, agent.id, folder_ids)  # recompiles
+    if update.identity_ids is not None:
+        await identities.set_agent_identities(session, agent.id, update.identity_ids)
     await session.flush()
     if refit_files:
         await views.refit(session, agent.id)  # recompiles
@@ -274,7 +283,7 @@ async def all_agent_ids(session: AsyncSession) -> list[str]:
 
 async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
     """Attach an existing block; idempotent. A label clash is a Conflict that names both blocks."""
-    [block] = await _locked_blocks(session, [block_id])
+    [block] = await block_links.locked_blocks(session, [block_id])
     agent = await get_agent(session, agent_id, lock=True)
     links = await repository.attachments_like(session, agent_id, block_id, block.label)
     if any(link.block_id == block_id for link in links):
@@ -282,7 +291,9 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
     if links:
         raise _label_clash(agent_id, block, holder_id=links[0].block_id)
     session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
-    await flush_or_conflict(session, _LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}.")
+    await flush_or_conflict(
+        session, block_links.LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}."
+    )
     await recompile_agents(session, [agent_id])
     return agent
 
@@ -324,42 +335,6 @@ async def prompt_in_mode(session: AsyncSession, agent_id: str, mode: RenderMode)
     return await preview_prompt(session, await get_agent(session, agent_id), keep_timestamp=True, mode=mode)
 
 
-async def _locked_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
-    """The blocks, in the order given, locked against delete/relabel; NotFound names the missing ones."""
-    if not block_ids:
-        return []
-    if len(set(block_ids)) != len(block_ids):
-        raise InvalidInput("block_ids lists a block more than once; list each block once.")
-    found = {block.id: block for block in await repository.lock_blocks(session, block_ids)}
-    missing = [block_id for block_id in block_ids if block_id not in found]
-    if missing:
-        raise NotFound(f"Blocks not found: {', '.join(missing)}.")
-    return [found[block_id] for block_id in block_ids]
-
-
-def _check_unique_labels(labels: Sequence[str]) -> None:
-    seen: set[str] = set()
-    for label in labels:
-        if label in seen:
-            raise Conflict(
-                f"Two blocks share the label {label!r}; an agent's labels must be unique. "
-                "Rename one of them or drop it from the request."
-            )
-        seen.add(label)
-
-
-async def _replace_blocks(session: AsyncSession, agent: Agent, new_blocks: Sequence[Block]) -> None:
-    _check_unique_labels([block.label for block in new_blocks])
-    keep = [block.id for block in new_blocks]
-    await repository.detach_all_except(session, agent.id, keep)
-    for block in new_blocks:
-        if await repository.attachment(session, agent.id, block.id) is None:
-            session.add(AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label))
-            await flush_or_conflict(
-                session, _LABEL_CONSTRAINT, f"Agent {agent.id!r} already has a block labelled {block.label!r}."
-            )
-
-
 def _label_clash(agent_id: str, block: Block, *, holder_id: str) -> Conflict:
     return Conflict(
         f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder_id}); cannot attach {block.id}. "
@@ -380,6 +355,8 @@ async def describe(
     with_folders = include is None or "agent.sources" in include
     folders_of = await files.folders_of_agents(session, [agent.id for agent in agents]) if with_folders else {}
     file_blocks_of = await views.file_blocks(session, agents) if with_blocks else {}
+    with_identities = include is None or "agent.identities" in include
+    identities_of = await identities.identities_of_agents(session, [a.id for a in agents]) if with_identities else {}
     # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
     show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
     show_secrets = include is None or "agent.secrets" in include
@@ -390,6 +367,7 @@ async def describe(
             blocks_of.get(agent.id),
             tools_of.get(agent.id),
             folders=folders_of.get(agent.id),
+            identities=identities_of.get(agent.id),
             file_blocks=file_blocks_of.get(agent.id),
             show_tags=show_tags,
             show_secrets=show_secrets,

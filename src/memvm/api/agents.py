@@ -9,6 +9,8 @@ from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relatio
 from memvm.api.schemas import AgentRepositories, CompactionResult, ContextWindowOverview, Deleted
 from memvm.conversations.thread import ThreadRef
 from memvm.db.pagination import PageRequest
+from memvm.identities import service as identities
+from memvm.ids import id_pattern
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations import context_window as window_operations
 
@@ -43,12 +45,21 @@ async def list_agents(
     query_text: str | None = Query(None, description="Case-insensitive substring of the name."),
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
+    identity_id: Annotated[str | None, Query(pattern=id_pattern("identity"), description="Agents of this identity.")] = None,
+    identifier_keys: Annotated[list[str] | None, Query(description="Agents of the identities with these keys.")] = None,
     include: IncludeParam = None,
 ) -> list[AgentRead]:
-    """List agents, newest first by default; filter by name or tags; page with before/after."""
+    """List agents, newest first by default; filter by name, tags or identity; page with before/after."""
+    among = identities.member_ids_query("agent", identity_id=identity_id, identifier_keys=identifier_keys or ())
     async with tx() as session:
         agents = await service.list_agents(
-            session, page, name=name, query_text=query_text, tags=tags or (), match_all_tags=match_all_tags
+            session,
+            page,
+            name=name,
+            query_text=query_text,
+            tags=tags or (),
+            match_all_tags=match_all_tags,
+            among=among if identity_id or identifier_keys else None,
         )
         return await service.describe(session, agents, include=included_relations(request, include))
 

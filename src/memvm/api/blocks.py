@@ -17,6 +17,8 @@ from memvm.api.deps import (
 from memvm.blocks import history, service
 from memvm.blocks.schemas import BlockCreate, BlockHistoryEntry, BlockRead, BlockUpdate, BlockVersionRead, RestoreRequest
 from memvm.db.pagination import PageRequest
+from memvm.identities import service as identities
+from memvm.ids import id_pattern
 from memvm.memory.rules import MAX_VERSION
 
 router = APIRouter(prefix="/v1/blocks", tags=["blocks"])
@@ -39,11 +41,13 @@ async def list_blocks(
     tags: Annotated[list[str] | None, Query()] = None,
     match_all_tags: bool = False,
     value_search: str | None = Query(None, description="Case-insensitive substring of the value."),
+    identity_id: Annotated[str | None, Query(pattern=id_pattern("identity"), description="Blocks of this identity.")] = None,
 ) -> list[BlockRead]:
-    """List blocks, oldest first by default; filter by label, tags or value text."""
+    """List blocks, oldest first by default; filter by label, tags, value text or identity."""
+    among = identities.member_ids_query("block", identity_id=identity_id) if identity_id else None
     async with tx() as session:
         found = await service.list_blocks(
-            session, page, label=label, tags=tags or (), match_all_tags=match_all_tags, value_search=value_search
+            session, page, label=label, tags=tags or (), match_all_tags=match_all_tags, value_search=value_search, among=among
         )
         return [BlockRead.of(block) for block in found]
 

@@ -17,6 +17,7 @@ from starlette.routing import Match
 from memvm.api.storable import MAX_JSON_DEPTH
 from memvm.errors import (
     Busy,
+    CloudOnly,
     Conflict,
     DomainError,
     Forbidden,
@@ -48,6 +49,7 @@ STATUS_OF = {
     UnsupportedMediaType: 415,
     Unavailable: 503,
     LLMError: 502,  # the model provider failed outside a turn (e.g. summarize)
+    CloudOnly: 501,
 }
 # The Letta SDK retries 409s by default; these will fail the same way again.
 _NO_RETRY = {"x-should-retry": "false"}

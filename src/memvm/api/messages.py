@@ -2,18 +2,19 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
 from memvm.actors import Caller
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, RuntimeDep, Transaction, TransactionDep
+from memvm.api.deps import AgentId, RuntimeDep, Transaction, TransactionDep, page_params
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
 from memvm.conversations import service as conversations
 from memvm.conversations.thread import ThreadRef
+from memvm.db.pagination import PageRequest
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.messages.schemas import LettaResponse, SendRequest
@@ -95,6 +96,20 @@ async def thread_history(
         thread = await conversations.open_thread(session, ref)
         return await letta_messages.of_agent(
             session, thread.agent.id, thread.conversation_id, limit=limit, order=order, before=before, after=after, types=types
+        )
+
+
+@router.get("/v1/messages/", response_model=list[LettaMessage])
+async def list_organization_messages(
+    tx: TransactionDep,
+    page: Annotated[PageRequest, Depends(page_params(100, "desc"))],
+    conversation_id: str | None = Query(None, description="Only messages of this conversation (conv-…)."),
+    include_return_message_types: Annotated[list[str] | None, Query()] = None,
+) -> list[dict[str, Any]]:
+    """Every agent's messages in your organization, newest first by default; cursors are message ids."""
+    async with tx() as session:
+        return await letta_messages.of_organization(
+            session, page, conversation_id=conversation_id, types=include_return_message_types
         )
 
 

@@ -10,12 +10,12 @@ from pydantic import BaseModel, Field
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
 from memvm.api.deps import RuntimeDep, TransactionDep, page_params
-from memvm.api.schemas import LettaMessage
+from memvm.api.schemas import NULL_ANSWER, LettaMessage
 from memvm.api.sse import EVENT_STREAM, sse
 from memvm.db.pagination import PageRequest
 from memvm.ids import id_pattern
 from memvm.runs import service as runs
-from memvm.runs.schemas import RunRead, RunUsage, StepRead
+from memvm.runs.schemas import RunRead, RunUsage, StepFeedback, StepMetrics, StepRead
 from memvm.runs.service import RunFilter
 from memvm.runtime.loop.background import follow
 
@@ -81,6 +81,17 @@ async def run_messages(run_id: RunId, tx: TransactionDep, page: AscendingPage) -
         return await letta_messages.of_run(session, run_id, page)
 
 
+@router.get("/v1/runs/{run_id}/trace", response_model=list[dict[str, Any]])
+async def run_trace(
+    run_id: RunId, tx: TransactionDep, limit: int = Query(1000, ge=1, le=5000, description="Maximum number of spans to return.")
+) -> list[dict[str, Any]]:
+    """The run's spans, built from what memvm records: the run (start, duration, status, tokens), its
+    time to first token, and each step with its model call (time, model, tokens); a step's tool calls
+    and error are attributes of its span (memvm does not time them apart)."""
+    async with tx() as session:
+        return await runs.run_trace(session, run_id, limit)
+
+
 @router.get("/v1/runs/{run_id}/steps", response_model=list[StepRead])
 async def run_steps(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[StepRead]:
     """The run's model calls, oldest first by default."""
@@ -108,6 +119,29 @@ async def step_messages(step_id: StepId, tx: TransactionDep, page: AscendingPage
     """What the step stored, as Letta messages."""
     async with tx() as session:
         return await letta_messages.of_step(session, step_id, page)
+
+
+@router.get("/v1/steps/{step_id}/metrics", response_model=StepMetrics, response_model_exclude_none=True)
+async def step_metrics(step_id: StepId, tx: TransactionDep) -> StepMetrics:
+    """The step's model-call time and its time from the model call's start to its end (tool calls
+    and storing are not timed apart)."""
+    async with tx() as session:
+        return StepMetrics.of(await runs.get_step(session, step_id))
+
+
+@router.get("/v1/steps/{step_id}/trace", response_model=None, responses=NULL_ANSWER)
+async def step_trace(step_id: StepId, tx: TransactionDep) -> None:
+    """The provider's request and response for the step: memvm does not keep them, so the answer is
+    null (as Letta's when it does not track them); GET /v1/runs/{id}/trace has the step's timings."""
+    async with tx() as session:
+        await runs.get_step(session, step_id)
+
+
+@router.patch("/v1/steps/{step_id}/feedback", response_model=StepRead)
+async def step_feedback(step_id: StepId, body: StepFeedback, tx: TransactionDep) -> StepRead:
+    """Rate a step: `feedback` (positive, negative or null) replaces its rating; `tags`, when given, its tags."""
+    async with tx() as session:
+        return StepRead.of(await runs.set_feedback(session, step_id, body))
 
 
 _MAX_SEQ_ID = 2_147_483_647  # a run's event numbers are 32-bit integers

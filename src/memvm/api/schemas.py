@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict
 
 from memvm.archives.schemas import PassageRead
 from memvm.ids import new_id
+from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.sandbox.calls import ToolRunResult
 from memvm.search.tools import ToolHit
 from memvm.tools.schemas import ToolRead
@@ -46,6 +47,24 @@ class LettaMessage(BaseModel):
     id: str
     date: str
     message_type: str
+
+
+class ToolExecutionResult(BaseModel):
+    """letta-client's ToolExecutionResult: what running one of an agent's tools came to."""
+
+    status: Literal["success", "error"]
+    func_return: str
+    stdout: list[str] | None
+    stderr: list[str] | None
+
+    @classmethod
+    def of(cls, outcome: ToolOutcome) -> "ToolExecutionResult":
+        return cls(
+            status=outcome.status,
+            func_return=outcome.message,
+            stdout=[outcome.stdout] if outcome.stdout else None,
+            stderr=[outcome.stderr] if outcome.stderr else None,
+        )
 
 
 class ToolRunResponse(BaseModel):

@@ -1,4 +1,4 @@
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
@@ -7,11 +7,12 @@ from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
-from memvm.api.schemas import ToolRunResponse, ToolSearchResult
+from memvm.api.schemas import ToolExecutionResult, ToolRunResponse, ToolSearchResult
 from memvm.db.pagination import PageRequest, page_of
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.operations.agent_tools import run_agent_tool
 from memvm.runtime.operations.tool_search import find_tools
 from memvm.runtime.tools.sandboxed import pip_specifiers, run_source
 from memvm.tools import service
@@ -179,6 +180,30 @@ async def attach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) ->
         agent = await agents.attach_tool(session, agent_id, tool_id)
         [view] = await agents.describe(session, [agent], include=None)
     return view
+
+
+class AgentToolRun(BaseModel):
+    """letta-client's ToolRunParams (the agent comes from the path)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    args: dict[str, Any] = Field(default_factory=dict, description="The tool's arguments by name.")
+
+
+@router.post("/v1/agents/{agent_id}/tools/{tool_name}/run", response_model=ToolExecutionResult)
+async def run_agent_tool_by_name(
+    agent_id: AgentId,
+    tool_name: Annotated[str, Path(min_length=1, max_length=200)],
+    runtime: RuntimeDep,
+    caller: CallerDep,
+    body: AgentToolRun | None = None,
+) -> ToolExecutionResult:
+    """Run one of the agent's attached tools with these arguments, as a turn would run the model's
+    call: a custom tool in the sandbox with the agent's secrets, a built-in on the agent's memory
+    (its changes recorded as yours). Nothing is added to the conversation. Bad arguments, or a tool
+    that fails, are an `error` result, as the model would see them."""
+    outcome = await run_agent_tool(runtime, caller, agent_id, tool_name, (body or AgentToolRun()).args)
+    return ToolExecutionResult.of(outcome)
 
 
 class ApprovalSetting(BaseModel):

@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.db.dml import rows_affected
+from memvm.db.pagination import NamePage, fetch_names
 from memvm.orm import AgentBlock, Block, BlockChange
 
 _BY_ID = select(Block).where(Block.id == bindparam("block_id")).execution_options(populate_existing=True)  # built once
@@ -30,8 +31,10 @@ async def agents_with_label(session: AsyncSession, agent_ids: Sequence[str], lab
     return list(await session.scalars(query))
 
 
-def list_query(*, label: str | None, tags: Sequence[str], match_all_tags: bool, value_search: str | None) -> Select[Block]:
-    query = select(Block)
+def list_query(
+    *, label: str | None, tags: Sequence[str], match_all_tags: bool, value_search: str | None, among: Select[tuple[str]] | None
+) -> Select[Block]:
+    query = select(Block) if among is None else select(Block).where(Block.id.in_(among))
     if label is not None:
         query = query.where(Block.label == label)
     if tags:
@@ -111,3 +114,7 @@ async def prune_history(session: AsyncSession, *, keep_versions: int | None, old
         old = delete(BlockChange).where(BlockChange.created_at < older_than, ~current)
         pruned += await rows_affected(session, old)
     return pruned
+
+
+async def tags(session: AsyncSession, page: NamePage) -> list[str]:
+    return await fetch_names(session, Block.tags, page)

@@ -8,6 +8,7 @@ the caller's transaction.
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from sqlalchemy import Select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
@@ -15,7 +16,7 @@ from memvm.actors import Actor
 from memvm.blocks import repository
 from memvm.blocks.schemas import BlockCreate, BlockUpdate
 from memvm.db.conflicts import flush_or_conflict
-from memvm.db.pagination import PageRequest, fetch_page
+from memvm.db.pagination import NamePage, PageRequest, fetch_page
 from memvm.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from memvm.ids import new_id
 from memvm.memory import rules
@@ -68,6 +69,11 @@ async def get_block(session: AsyncSession, block_id: str) -> Block:
     return block
 
 
+async def block_tags(session: AsyncSession, page: NamePage) -> list[str]:
+    """One page of the tags of the organization's blocks."""
+    return await repository.tags(session, page)
+
+
 async def list_blocks(
     session: AsyncSession,
     page: PageRequest,
@@ -76,8 +82,10 @@ async def list_blocks(
     tags: Sequence[str] = (),
     match_all_tags: bool = False,
     value_search: str | None = None,
+    among: Select[tuple[str]] | None = None,
 ) -> list[Block]:
-    query = repository.list_query(label=label, tags=tags, match_all_tags=match_all_tags, value_search=value_search)
+    """`among`: only blocks whose ids this query selects (an identity's blocks)."""
+    query = repository.list_query(label=label, tags=tags, match_all_tags=match_all_tags, value_search=value_search, among=among)
     return await fetch_page(session, query, Block, page)
 
 

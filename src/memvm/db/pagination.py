@@ -3,8 +3,9 @@
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from sqlalchemy import Select, select, tuple_
+from sqlalchemy import ColumnElement, Select, func, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import InstrumentedAttribute
 
 from memvm.errors import NotFound
 
@@ -54,3 +55,32 @@ def page_of(items: list[Any], page: PageRequest) -> list[Any]:
     window = ordered[start:stop]
     backwards = page.before is not None and page.after is None
     return window[-page.limit :] if backwards else window[: page.limit]
+
+
+@dataclass(frozen=True)
+class NamePage:
+    """A page of names (tags) rather than objects: cursors are names, in code-point order."""
+
+    limit: int
+    order: Literal["asc", "desc"] = "asc"
+    after: str | None = None  # names that come after this one in the listing order
+    before: str | None = None
+    contains: str | None = None  # only names that contain this text, in any case
+
+
+async def fetch_names(
+    session: AsyncSession, names: ColumnElement[list[str]] | InstrumentedAttribute[list[str]], page: NamePage
+) -> list[str]:
+    """One page of the distinct elements of a text-array column (`names`), in code-point order
+    (COLLATE "C", as Python sorts them) whatever the database's collation."""
+    every = select(func.unnest(names).label("name")).subquery()
+    query = select(every.c.name.collate("C").label("name")).distinct()
+    if page.contains:
+        query = query.where(every.c.name.icontains(page.contains, autoescape=True))
+    name = every.c.name.collate("C")
+    ascending = page.order == "asc"
+    if page.after is not None:
+        query = query.where(name > page.after if ascending else name < page.after)
+    if page.before is not None:
+        query = query.where(name < page.before if ascending else name > page.before)
+    return list(await session.scalars(query.order_by(name.asc() if ascending else name.desc()).limit(page.limit)))

@@ -75,6 +75,30 @@ async def history_page(
     return rows[::-1] if newest_first else rows
 
 
+async def organization_page(
+    session: AsyncSession,
+    *,
+    conversation_id: str | None,
+    limit: int,
+    ascending: bool,
+    before: Message | None,
+    after: Message | None,
+) -> list[Message]:
+    """Messages of every agent in listing order (oldest or newest first); `before`/`after` are
+    cursors in that order. With only `before`, the page nearest it."""
+    query = select(Message)
+    if conversation_id is not None:
+        query = query.where(Message.conversation_id == conversation_id)
+    if after is not None:
+        query = query.where(Message.seq > after.seq if ascending else Message.seq < after.seq)
+    if before is not None:
+        query = query.where(Message.seq < before.seq if ascending else Message.seq > before.seq)
+    backwards = before is not None and after is None
+    query = query.order_by(Message.seq.asc() if ascending != backwards else Message.seq.desc()).limit(limit)
+    rows = list(await session.scalars(query))
+    return rows[::-1] if backwards else rows
+
+
 async def queue_reembedding(session: AsyncSession, agent_id: str) -> int:
     """Drop the agent's message vectors so the embedding queue recomputes them with its new model."""
     return await rows_affected(

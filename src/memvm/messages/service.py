@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.pagination import PageRequest
 from memvm.errors import NotFound
 from memvm.ids import new_id
 from memvm.messages import repository
@@ -34,6 +35,23 @@ async def history_page(
     }
     newest_first = order == "desc"
     return await repository.history_page(session, agent_id, conversation_id, limit=limit, newest_first=newest_first, **bounds)
+
+
+async def organization_page(session: AsyncSession, conversation_id: str | None, page: PageRequest) -> list[Message]:
+    """A page of the organization's messages, every agent's, in the page's order by time."""
+    bounds = {}
+    for name, message_id in (("before", page.before), ("after", page.after)):
+        bounds[name] = None if message_id is None else await _message_cursor(session, name, message_id)
+    return await repository.organization_page(
+        session, conversation_id=conversation_id, limit=page.limit, ascending=page.order == "asc", **bounds
+    )
+
+
+async def _message_cursor(session: AsyncSession, name: str, message_id: str) -> Message:
+    message = await session.get(Message, message_id)
+    if message is None:
+        raise NotFound(f"{name}={message_id!r} does not match any message; pass the id of a message from a previous page.")
+    return message
 
 
 _IMPORTED_COLUMNS = (

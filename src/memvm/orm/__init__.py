@@ -7,6 +7,7 @@ from memvm.orm.block import Block, BlockChange
 from memvm.orm.conversation import Conversation, ConversationBlock
 from memvm.orm.file import AgentFile, FileChunk, FolderFile
 from memvm.orm.folder import AgentFolder, Folder
+from memvm.orm.identity import Identity, IdentityAgent, IdentityBlock
 from memvm.orm.memfs import MemfsCommit, MemfsFile, MemfsObject
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
@@ -30,6 +31,9 @@ __all__ = [
     "FileChunk",
     "Folder",
     "FolderFile",
+    "Identity",
+    "IdentityAgent",
+    "IdentityBlock",
     "MemfsCommit",
     "MemfsFile",
     "MemfsObject",

@@ -60,6 +60,8 @@ class Step(TenantOwned, Base):
     tool_calls: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))  # tool names called
     error_type: Mapped[str | None] = mapped_column(String)
     error: Mapped[str | None] = mapped_column(String)
+    feedback: Mapped[str | None] = mapped_column(String)  # positive | negative, as a client rated the step
+    tags: Mapped[list[str]] = mapped_column(JSONB, server_default=text("'[]'::jsonb"))  # the client's, with its feedback
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
 
 

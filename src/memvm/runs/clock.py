@@ -17,3 +17,8 @@ class RunClock:
 
     def duration_ns(self) -> int:
         return int((time.monotonic() - self.started) * 1e9)
+
+
+def ms_to_ns(ms: float | None) -> int | None:
+    """A duration stored in milliseconds (a step's), in Letta's nanoseconds."""
+    return None if ms is None else round(ms * 1_000_000)

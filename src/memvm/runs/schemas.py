@@ -1,12 +1,14 @@
 """Run and step shapes of the Letta v1 API (letta_client.types Run, Step, runs usage)."""
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.orm import Run, Step
+from memvm.runs.clock import ms_to_ns
 
+Feedback = Literal["positive", "negative"]
 RunStatus = Literal["created", "running", "completed", "failed", "cancelled"]
 ACTIVE_STATUSES = frozenset({"created", "running"})
 ALL_STATUSES = frozenset({*ACTIVE_STATUSES, "completed", "failed", "cancelled"})
@@ -81,6 +83,8 @@ class StepRead(BaseModel):
     tool_calls: list[str]
     error_type: str | None
     error_data: dict[str, Any] | None
+    feedback: Feedback | None = None
+    tags: list[str] = []
     created_at: datetime
 
     @classmethod
@@ -101,5 +105,40 @@ class StepRead(BaseModel):
             tool_calls=step.tool_calls,
             error_type=step.error_type,
             error_data={"message": step.error} if step.error else None,
+            feedback=step.feedback,
+            tags=step.tags,
             created_at=step.created_at,
+        )
+
+
+class StepFeedback(BaseModel):
+    """PATCH /v1/steps/{id}/feedback: `feedback` replaces the step's (null clears it); `tags`, when
+    given and not empty, replace its tags (Letta's behaviour)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    feedback: Feedback | None = None
+    tags: list[Annotated[str, Field(min_length=1, max_length=200)]] | None = Field(None, max_length=100)
+
+
+class StepMetrics(BaseModel):
+    """letta_client's StepMetrics, from what a step's row records: the model call's time, and the
+    step's from the model call's start to its row. memvm does not time tool calls apart from the
+    rest of the step, nor keep the wall-clock time of a start, so those fields are left out."""
+
+    id: str
+    agent_id: str
+    run_id: str
+    llm_request_ns: int | None
+    step_ns: int | None
+
+    @classmethod
+    def of(cls, step: Step) -> "StepMetrics":
+        timed = step.model_ms is not None and step.server_ms is not None
+        return cls(
+            id=step.id,
+            agent_id=step.agent_id,
+            run_id=step.run_id,
+            llm_request_ns=ms_to_ns(step.model_ms),
+            step_ns=ms_to_ns((step.model_ms or 0) + (step.server_ms or 0)) if timed else None,
         )

@@ -11,9 +11,9 @@ from memvm.db.pagination import PageRequest, fetch_page
 from memvm.errors import NotFound
 from memvm.ids import new_id
 from memvm.orm import Run, RunEvent, Step
-from memvm.runs import repository
+from memvm.runs import repository, traces
 from memvm.runs.clock import RunClock
-from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, status_after
+from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, StepFeedback, status_after
 from memvm.threads import ANY_CONVERSATION, describe
 
 
@@ -162,6 +162,24 @@ async def get_step(session: AsyncSession, step_id: str) -> Step:
     if step is None:
         raise NotFound(f"Step {step_id!r} not found.")
     return step
+
+
+async def set_feedback(session: AsyncSession, step_id: str, feedback: StepFeedback) -> Step:
+    """A client's rating of a step: the feedback replaces the step's, and tags, when given, its tags."""
+    step = await get_step(session, step_id)
+    step.feedback = feedback.feedback
+    if feedback.tags:
+        step.tags = feedback.tags
+    await session.flush()
+    await session.refresh(step)
+    return step
+
+
+async def run_trace(session: AsyncSession, run_id: str, limit: int) -> list[dict[str, Any]]:
+    run = await get_run(session, run_id)
+    steps_of_run = repository.steps_query(agent_id=None, run_id=run_id, model=None)
+    steps = await fetch_page(session, steps_of_run, Step, PageRequest(limit, "asc"))
+    return traces.run_trace(run, steps, limit)
 
 
 async def list_steps(

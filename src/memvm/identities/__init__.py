@@ -1,0 +1,1 @@
+"""Identities (Letta's): who an organization's agents and blocks belong to."""
