@@ -1,9 +1,9 @@
-"""How many transactions and statements a turn costs: each is a round trip to PostgreSQL, and on a
+"""How many transactions and statements a turn (or an agent read) costs: each is a round trip to PostgreSQL, and on a
 busy machine the round trips, not the SQL, are what a turn waits on. Counts, not timings."""
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import httpx
 from pydantic import SecretStr
@@ -19,6 +19,7 @@ ADMIN_KEY = "round-trips-admin-key"
 class RoundTrips:
     transactions: int = 0
     statements: int = 0
+    sql: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -28,8 +29,9 @@ def counted(engine) -> Iterator[RoundTrips]:
     def on_commit(_connection) -> None:
         seen.transactions += 1
 
-    def on_statement(*_args) -> None:
+    def on_statement(_connection, _cursor, statement, *_args) -> None:
         seen.statements += 1
+        seen.sql.append(statement)
 
     event.listen(engine, "commit", on_commit)
     event.listen(engine, "before_cursor_execute", on_statement)
@@ -65,3 +67,17 @@ async def test_a_two_step_turn_takes_three_transactions_and_ends_its_run_in_the_
     assert seen.statements <= 20, seen.statements
     assert run["status"] == "completed" and run["stop_reason"] == "end_turn"
     assert 0 < run["ttft_ns"] <= run["total_duration_ns"]
+
+
+async def test_reading_an_agent_without_folders_reads_no_file_views(settings):
+    app = build_app(settings.model_copy(update={"embedding_worker": False, "admin_api_key": SecretStr(ADMIN_KEY)}))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", headers=headers, timeout=30) as client:
+            agent = await create_agent(client, **MODEL)
+            with counted(app.state.sessionmaker.kw["bind"].sync_engine) as seen:
+                response = await client.get(f"/v1/agents/{agent['id']}")
+
+    assert response.status_code == 200 and response.json()["memory"]["file_blocks"] == []
+    assert [sql for sql in seen.sql if "agent_file" in sql] == []

@@ -354,7 +354,9 @@ async def describe(
     tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
     with_folders = include is None or "agent.sources" in include
     folders_of = await files.folders_of_agents(session, [agent.id for agent in agents]) if with_folders else {}
-    file_blocks_of = await views.file_blocks(session, agents) if with_blocks else {}
+    # An agent has file views only of its folders' files: agents known to have no folder need no query.
+    viewers = [agent for agent in agents if folders_of.get(agent.id)] if with_folders else agents
+    file_blocks_of = await views.file_blocks(session, viewers) if with_blocks and viewers else {}
     with_identities = include is None or "agent.identities" in include
     identities_of = await identities.identities_of_agents(session, [a.id for a in agents]) if with_identities else {}
     # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
