@@ -98,6 +98,18 @@ class Settings(BaseSettings):
     # so that the process limit counts that call's processes alone.
     tool_sandbox_first_uid: int = Field(200_000, ge=1000)
 
+    # MCP servers (tool sources). Each step of a session has its own timeout: a server that hangs
+    # gives the agent an error result and its status, never a stuck turn. stdio servers run long-lived
+    # in the tool sandbox's jail with their own limits (a server lives for hours: its CPU limit is
+    # cumulative, and a server killed by it is restarted).
+    mcp_connect_timeout_seconds: float = Field(15.0, gt=0, description="Start (or connect) and initialize a session.")
+    mcp_list_timeout_seconds: float = Field(15.0, gt=0, description="One tools/list.")
+    mcp_call_timeout_seconds: float = Field(60.0, gt=0, description="One tools/call; the agent then gets an error result.")
+    mcp_max_message_bytes: int = Field(8 << 20, ge=64 * 1024, description="Largest message a stdio server may send.")
+    mcp_memory_mb: int = Field(1024, ge=64, description="Address-space limit of a stdio server's processes.")
+    mcp_cpu_seconds: int = Field(3600, ge=1, description="CPU time a stdio server may use before it is restarted.")
+    mcp_retry_max_seconds: float = Field(60.0, gt=0, description="Longest back-off between reconnects to a failed server.")
+
     # The built-in web tools (they run in the server, not the sandbox). fetch_webpage refuses addresses
     # that are not public (loopback, private, link-local…) unless allowed: a model must not reach the
     # server's own network. web_search needs a SearxNG-style backend (GET <url>?q=…&format=json).

@@ -31,6 +31,7 @@ from memvm.api import (
     git,
     health,
     identities,
+    mcp_servers,
     messages,
     models,
     openapi,
@@ -53,6 +54,7 @@ from memvm.db.uow import transaction
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.files.processing import FileWorker
 from memvm.llm.openai_chat import ChatModelFactory
+from memvm.mcpclient.connections import Connections
 from memvm.processes import import_deferred_in_background
 from memvm.provider import RetryPolicy
 from memvm.runtime.loop.background import fail_orphaned_runs
@@ -121,6 +123,7 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
         archival,
         folders,
         identities,
+        mcp_servers,
         search,
         tags,
         admin,
@@ -201,6 +204,8 @@ async def _open_runtime(stack: AsyncExitStack, settings: Settings, database: _Da
     stack.push_async_callback(sandbox.close)
     await sandbox.probe()
     log.log(*sandbox.describe())
+    mcp = Connections(settings, sandbox)
+    stack.push_async_callback(mcp.close)
     runtime = RuntimeDeps(
         sessionmaker=database.sessionmaker,
         lock_engine=database.lock_engine,
@@ -209,6 +214,7 @@ async def _open_runtime(stack: AsyncExitStack, settings: Settings, database: _Da
         embedders=embedders,
         settings=settings,
         sandbox=sandbox,
+        mcp=mcp,
         cancels=_started(stack, CancelSignals(database.lock_engine)),
     )
     stack.push_async_callback(_end_background_turns, runtime)

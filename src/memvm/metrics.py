@@ -32,6 +32,9 @@ STEPS = Counter("memvm_steps_total", "Steps (model calls) by status.", ["status"
 MODEL_SECONDS = Histogram("memvm_model_call_seconds", "Latency of model calls by model handle.", ["model"], buckets=_SLOW)
 MODEL_TOKENS = Counter("memvm_model_tokens_total", "Tokens by model handle and kind (prompt, completion).", ["model", "kind"])
 TOOL_CALLS = Counter("memvm_tool_calls_total", "Tool calls by tool and status.", ["tool", "status"])
+MCP_CALL_SECONDS = Histogram(
+    "memvm_mcp_call_seconds", "MCP tools/call latency by outcome (success, error, unavailable).", ["outcome"], buckets=_SLOW
+)
 BLOCK_WRITES = Counter("memvm_block_writes_total", "Block writes by result (written, or why refused).", ["result"])
 SEARCH_SECONDS = Histogram(
     "memvm_search_seconds", "Search latency by kind (archival, conversation, tools).", ["kind"], buckets=_FAST

@@ -1,5 +1,6 @@
 """The routes Letta Code calls besides conversations (issue 25): an agent's secrets (names only),
-MCP servers and repositories (none), and POST /v1/tools/add-base-tools (the shared built-ins)."""
+MCP servers (the organization's: none yet here; tests/api/test_mcp_servers.py adds some) and
+repositories (none), and POST /v1/tools/add-base-tools (the shared built-ins)."""
 
 from memvm.tools.builtin import BUILTIN_SPECS
 from tests.support.api import create_agent
@@ -20,7 +21,7 @@ async def test_secrets_lists_the_agents_variables_masked(client):
     assert "s3cret" not in response.text and "k3y" not in response.text
 
 
-async def test_mcp_servers_and_repositories_are_empty(client):
+async def test_a_new_organizations_mcp_servers_and_the_repositories_are_empty(client):
     agent = await create_agent(client)
 
     servers = await client.get(f"/v1/agents/{agent['id']}/mcp-servers")

@@ -10,20 +10,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pydantic import SecretStr
 
 from tests.support.api import app_client, create_agent
+from tests.support.metrics import samples, value
 
 MODEL = {"model": "openai/scripted-model"}
-
-
-def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
-def value(scraped: dict, name: str, **labels: str) -> float:
-    return scraped.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
 async def test_the_counters_move_with_the_work(client, llm):

@@ -23,7 +23,6 @@ EXPECTED_OPERATIONS = {
     ("POST", "/v1/agents/{agent_id}/summarize"),
     ("PATCH", "/v1/agents/{agent_id}/reset-messages"),
     ("GET", "/v1/agents/{agent_id}/secrets"),
-    ("GET", "/v1/agents/{agent_id}/mcp-servers"),
     ("GET", "/v1/agents/{agent_id}/repositories"),
     # core_memory.py (its `{block_label:path}` routes are documented as `{block_label}`)
     ("GET", "/v1/agents/{agent_id}/core-memory/blocks"),
@@ -134,6 +133,20 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/folders/{folder_id}/files"),
     ("GET", "/v1/folders/{folder_id}/files/{file_id}"),
     ("DELETE", "/v1/folders/{folder_id}/{file_id}"),
+    # mcp_servers.py
+    ("POST", "/v1/mcp-servers/"),
+    ("GET", "/v1/mcp-servers/"),
+    ("GET", "/v1/mcp-servers/{mcp_server_id}"),
+    ("PATCH", "/v1/mcp-servers/{mcp_server_id}"),
+    ("DELETE", "/v1/mcp-servers/{mcp_server_id}"),
+    ("PATCH", "/v1/mcp-servers/{mcp_server_id}/refresh"),
+    ("GET", "/v1/mcp-servers/{mcp_server_id}/tools"),
+    ("GET", "/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}"),
+    ("POST", "/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"),
+    ("GET", "/v1/agents/{agent_id}/mcp-servers"),
+    ("GET", "/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}/tools"),
+    ("POST", "/v1/agents/{agent_id}/mcp-servers/tools/search"),
+    ("POST", "/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"),
     # identities.py
     ("POST", "/v1/identities/"),
     ("PUT", "/v1/identities/"),

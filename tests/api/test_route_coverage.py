@@ -21,19 +21,6 @@ from tests.support.api import build_app
 # Routes only Letta Cloud serves; memvm answers each with a 501 (api/cloud_only.py).
 CLOUD_ONLY_PREFIXES = ("/v1/templates", "/v1/environments", "/v1/client-side-access-tokens")
 CLOUD_ONLY_RESOURCES = ("agents.schedule.",)
-# Open-source routes memvm does not serve yet: work under way (issue 28). This list only shrinks:
-# a route served now must leave it, and a route that is not may not be added to it.
-KNOWN_MISSING = {
-    "mcp_servers.create",
-    "mcp_servers.delete",
-    "mcp_servers.list",
-    "mcp_servers.refresh",
-    "mcp_servers.retrieve",
-    "mcp_servers.tools.list",
-    "mcp_servers.tools.retrieve",
-    "mcp_servers.tools.run",
-    "mcp_servers.update",
-}
 # Arguments a method's signature cannot tell (overloads that need one of several groups).
 EXTRA_ARGUMENTS = {"templates.create": {"agent_id": "x-1", "type": "agent"}}
 
@@ -110,8 +97,8 @@ def test_every_open_source_route_of_the_sdk_is_served(routes, settings):
     open_source = {name: route for name, route in routes.items() if not is_cloud_only(name, route[1])}
     unserved = {name for name, (method, path) in open_source.items() if not served(app, method, path)}
     print(f"\nletta-client 1.12.1 routes served by memvm: {len(open_source) - len(unserved)} of {len(open_source)}")
-    assert unserved - KNOWN_MISSING == set(), "served no more: add the route back"
-    assert KNOWN_MISSING - unserved == set(), "served now: remove it from KNOWN_MISSING"
+    assert len(open_source) == 112
+    assert unserved == set()
 
 
 async def test_cloud_only_routes_answer_that_they_are_letta_cloud_features(routes, client):

@@ -350,3 +350,61 @@ async def test_identity_tables_come_and_go_with_their_migration_and_links_go_wit
         downgraded = await db.fetchval(IDENTITY_TABLES)
 
     assert (before, upgraded, left, blocks_left, downgraded) == (0, 3, [("identity-1", "agent-1")], 0, 0)
+
+
+BEFORE_MCP = "6a2b4c8d0e96"
+MCP = "7c3d5e9f1a27"
+
+
+async def _insert_tool(db: asyncpg.Connection, tool_id: str, server_id: str | None) -> None:
+    await db.execute(
+        "INSERT INTO tool (id, organization_id, name, tool_type, description, json_schema, tags, mcp_server_id)"
+        " VALUES ($1, $2, $5, $3, 'd', '{}', '{}', $4)",
+        tool_id,
+        DEFAULT_ORGANIZATION_ID,
+        "external_mcp" if server_id else "custom",
+        server_id,
+        tool_id,
+    )
+
+
+async def test_mcp_servers_come_and_go_with_their_migration_and_their_tools_go_with_them(server_url):
+    async with database_at(server_url, "upgrade_mcp", BEFORE_MCP) as (url, db):
+        await insert_agent(db)
+        await migrate_to(url, MCP)
+        for server_id in ("mcp_server-1", "mcp_server-2"):
+            await db.execute(
+                "INSERT INTO mcp_server (id, organization_id, server_name, server_type, command)"
+                " VALUES ($1, $2, $3, 'stdio', 'x')",
+                server_id,
+                DEFAULT_ORGANIZATION_ID,
+                server_id,
+            )
+        await _insert_tool(db, "tool-1", "mcp_server-1")
+        await _insert_tool(db, "tool-2", "mcp_server-2")
+        await _insert_tool(db, "tool-3", None)
+        await db.execute(
+            "INSERT INTO agent_tool (agent_id, tool_id, organization_id) VALUES ('agent-1', 'tool-1', $1)",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        with pytest.raises(asyncpg.UniqueViolationError):
+            await db.execute(
+                "INSERT INTO mcp_server (id, organization_id, server_name, server_type, command)"
+                " VALUES ('mcp_server-3', $1, 'mcp_server-1', 'stdio', 'x')",
+                DEFAULT_ORGANIZATION_ID,
+            )
+        with pytest.raises(asyncpg.CheckViolationError):
+            await db.execute(
+                "INSERT INTO mcp_server (id, organization_id, server_name, server_type) VALUES ('mcp_server-3', $1, 'w', 'ws')",
+                DEFAULT_ORGANIZATION_ID,
+            )
+        status = await db.fetchval("SELECT status FROM mcp_server WHERE id = 'mcp_server-1'")
+        await db.execute("DELETE FROM mcp_server WHERE id = 'mcp_server-1'")
+        tools_left = [row["id"] for row in await db.fetch("SELECT id FROM tool ORDER BY id")]
+        links_left = await db.fetchval("SELECT count(*) FROM agent_tool")
+        await migrate_to(url, BEFORE_MCP, down=True)
+        after_down = [row["id"] for row in await db.fetch("SELECT id FROM tool ORDER BY id")]
+        table_gone = await db.fetchval("SELECT to_regclass('mcp_server') IS NULL")
+
+    assert (status, tools_left, links_left) == ("unknown", ["tool-2", "tool-3"], 0)
+    assert (after_down, table_gone) == (["tool-3"], True)

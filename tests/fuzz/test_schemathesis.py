@@ -36,6 +36,7 @@ from schemathesis import GenerationMode
 from schemathesis.errors import FailureGroup
 
 from tests.support.api import app_client
+from tests.support.mcp_api import stdio_body
 
 ADMIN_KEY = "admin-secret-for-fuzzing"
 BASE_URL = "http://memvm.test"
@@ -140,7 +141,9 @@ async def seed_objects(http: httpx.AsyncClient, headers: dict[str, str]) -> dict
     tool = await ok(
         await http.post("/v1/tools/", json={"source_code": "def roll(sides: int) -> int:\n    return sides"}, headers=headers)
     )
+    mcp_server = await ok(await http.post("/v1/mcp-servers/", json=stdio_body("fuzzed"), headers=headers))
     return {
+        "mcp_server_id": mcp_server["id"],
         "agent_id": agent["id"],
         "block_id": block["id"],
         "block_label": "human",

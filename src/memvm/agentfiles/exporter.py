@@ -21,6 +21,7 @@ from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE, KNOWN_DIMS
 from memvm.files import service as folders
 from memvm.files import uploads, views
 from memvm.files.schemas import AgentFileRead, FileRead
+from memvm.mcpservers import service as mcpservers
 from memvm.memory.metadata import format_timestamp
 from memvm.messages import service as messages
 from memvm.orm import Agent, Archive, Block, Folder, FolderFile, Message, Tool
@@ -66,7 +67,7 @@ async def export_agent(
         "files": folders.files,
         "sources": folders.sources,
         "tools": [_tool(tool, index) for index, tool in enumerate(attached_tools)],
-        "mcp_servers": [],
+        "mcp_servers": await _mcp_servers(session, attached_tools),
         "skills": [],
         "metadata": {"memvm_version": __version__},
         "created_at": datetime.now(UTC).isoformat(),
@@ -169,6 +170,24 @@ class _Folders:
     sources: list[dict[str, Any]]
     files: list[dict[str, Any]]
     views: list[dict[str, Any]]  # the agent's files_agents
+
+
+async def _mcp_servers(session: AsyncSession, attached: list[Tool]) -> list[dict[str, Any]]:
+    """The servers of the agent's MCP tools as Letta's MCPServerSchema: how to reach them, never
+    their secrets (no env, token or headers)."""
+    server_ids = sorted({tool.mcp_server_id for tool in attached if tool.mcp_server_id is not None})
+    servers = await mcpservers.servers_by_ids(session, server_ids)
+    return [
+        {
+            "id": f"mcp_server-{index}",
+            "server_type": server.server_type,
+            "server_name": server.server_name,
+            "server_url": server.server_url,
+            "stdio_config": {"command": server.command, "args": server.args} if server.server_type == "stdio" else None,
+            "metadata_": None,
+        }
+        for index, server in enumerate(servers)
+    ]
 
 
 async def _folders(session: AsyncSession, agent_id: str) -> _Folders:

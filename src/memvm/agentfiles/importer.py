@@ -170,11 +170,18 @@ class _Writer:
 
     async def _tools(self) -> dict[str, str]:
         """File tool id → memvm tool id: built-ins by name; custom tools reused by name unless
-        override_existing_tools replaces their source."""
+        override_existing_tools replaces their source; an MCP server's tool by name, when the
+        organization has that server's tool."""
         existing = await tools.tools_named(self.session, [tool.name for tool in self.plan.tools.values()])
         ids = {}
         for file_id, tool_plan in self.plan.tools.items():
             tool: Tool | None = existing.get(tool_plan.name)
+            if tool_plan.mcp_server is not None and (tool is None or tool.mcp_server_id is None):
+                self.plan.notes.append(
+                    f"tool {tool_plan.name!r} of MCP server {tool_plan.mcp_server!r} was left out: add the server "
+                    "(POST /v1/mcp-servers/), then attach its tool."
+                )
+                continue
             if tool_plan.custom is not None and (tool is None or self.options.override_existing_tools):
                 tool = await tools.upsert_tool(self.session, tool_plan.custom)
             elif tool_plan.custom is not None:

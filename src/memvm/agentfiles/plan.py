@@ -21,13 +21,13 @@ from memvm.errors import DomainError
 from memvm.memory import rules
 from memvm.tools.builtin import BUILTIN_SPECS
 from memvm.tools.schemas import ToolCreate
-from memvm.tools.service import CUSTOM_TOOL_TYPE, check_custom_tool
+from memvm.tools.service import CUSTOM_TOOL_TYPE, MCP_TOOL_TYPE, check_custom_tool
 
 _RULE: TypeAdapter[ToolRule] = TypeAdapter(ToolRule)
 M = TypeVar("M", bound=BaseModel)
 _UNSUPPORTED_PARTS = {
     "groups": "multi-agent groups are not supported by memvm yet",
-    "mcp_servers": "MCP servers are not supported by memvm yet",
+    "mcp_servers": "MCP servers are not imported (a file holds no secrets): add them with POST /v1/mcp-servers/",
     "skills": "skills are not supported by memvm yet",
 }
 
@@ -41,7 +41,8 @@ class BlockPlan:
 @dataclass
 class ToolPlan:
     name: str
-    custom: ToolCreate | None  # None: the built-in tool of this name
+    custom: ToolCreate | None  # None: the built-in tool of this name, or an MCP server's
+    mcp_server: str | None = None  # an MCP server's tool: its server's name in the file
 
 
 @dataclass
@@ -127,6 +128,10 @@ def _plan_block(plan: ImportPlan, block: FileBlock, options: ImportOptions) -> N
 
 def _plan_tool(plan: ImportPlan, tool: FileTool) -> None:
     name = tool.display_name
+    if tool.tool_type == MCP_TOOL_TYPE:
+        server = (tool.metadata or {}).get("mcp") or {}
+        plan.tools[tool.id] = ToolPlan(name=name, custom=None, mcp_server=str(server.get("server_name") or "unknown"))
+        return
     if (tool.tool_type or CUSTOM_TOOL_TYPE) != CUSTOM_TOOL_TYPE:
         if name in BUILTIN_SPECS:
             plan.tools[tool.id] = ToolPlan(name=name, custom=None)

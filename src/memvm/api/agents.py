@@ -128,14 +128,6 @@ async def list_secrets(agent_id: AgentId, tx: TransactionDep) -> list[SecretRead
     return [SecretRead(agent_id=agent.id, key=key) for key in sorted(agent.tool_secrets)]
 
 
-@router.get("/{agent_id}/mcp-servers", response_model=list[dict[str, Any]])
-async def list_mcp_servers(agent_id: AgentId, tx: TransactionDep) -> list[dict[str, Any]]:
-    """The agent's MCP servers: always none, as memvm does not connect to MCP servers (yet)."""
-    async with tx() as session:
-        await service.get_agent(session, agent_id)
-    return []
-
-
 @router.get("/{agent_id}/repositories", response_model=AgentRepositories)
 async def list_repositories(agent_id: AgentId, tx: TransactionDep) -> AgentRepositories:
     """Code repositories linked to the agent (Letta Code asks): always none on memvm."""

@@ -8,6 +8,7 @@ from memvm.orm.conversation import Conversation, ConversationBlock
 from memvm.orm.file import AgentFile, FileChunk, FolderFile
 from memvm.orm.folder import AgentFolder, Folder
 from memvm.orm.identity import Identity, IdentityAgent, IdentityBlock
+from memvm.orm.mcp_server import McpServer
 from memvm.orm.memfs import MemfsCommit, MemfsFile, MemfsObject
 from memvm.orm.message import Message
 from memvm.orm.organization import ApiKey, Organization
@@ -34,6 +35,7 @@ __all__ = [
     "Identity",
     "IdentityAgent",
     "IdentityBlock",
+    "McpServer",
     "MemfsCommit",
     "MemfsFile",
     "MemfsObject",

@@ -17,7 +17,8 @@ EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND embed_attempts < 5"
 
 class Tool(SharedOrTenantOwned, Timestamps, Base):
     """Built-in tools have no organization: every organization shares them read-only. Custom tools
-    (tool_type "custom") belong to one organization and carry their Python source."""
+    (tool_type "custom") belong to one organization and carry their Python source; an MCP server's
+    tools (tool_type "external_mcp") belong to its organization and run on the server."""
 
     __tablename__ = "tool"
     __table_args__ = (
@@ -49,6 +50,8 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
     default_requires_approval: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     enable_parallel_execution: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, server_default=text("'{}'::jsonb"))
+    # An MCP server's tool (tool_type "external_mcp") goes with its server.
+    mcp_server_id: Mapped[str | None] = mapped_column(ForeignKey("mcp_server.id", ondelete="CASCADE"), index=True)
     # What search reads and embeds of the tool (tools/searchable.py); the full text adds the source.
     search_text: Mapped[str] = mapped_column(Text, server_default=text("''"))
     fts: Mapped[Any] = mapped_column(

@@ -12,6 +12,7 @@ the tool itself never holds root's rights either way."""
 import os
 import stat
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,13 +52,23 @@ def base_interpreter() -> str:
     return os.path.realpath(sys.executable)
 
 
-def launch(launchers: Launchers, limits: Limits, python: str, *, switch: list[str], processes: int, network: bool) -> list[str]:
+def launch(
+    launchers: Launchers,
+    limits: Limits,
+    python: str,
+    *,
+    switch: list[str],
+    processes: int,
+    network: bool,
+    binds: Sequence[str] = (),
+    clearenv: bool = True,
+) -> list[str]:
     """The programs in front of the interpreter, in the order they run; `switch` is setpriv's command
-    prefix, empty when calls keep the server's uid."""
+    prefix, empty when calls keep the server's uid. `binds` and `clearenv`: see `bubblewrap`."""
     argv = prlimit(launchers.prlimit, limits, processes)
     if launchers.bwrap is not None:
         setpriv = launchers.setpriv if switch else None
-        argv += bubblewrap(launchers.bwrap.path, limits, python, setpriv=setpriv, network=network)
+        argv += bubblewrap(launchers.bwrap.path, limits, python, setpriv=setpriv, network=network, binds=binds, clearenv=clearenv)
     return [*argv, *switch]
 
 
@@ -73,17 +84,29 @@ def prlimit(program: str, limits: Limits, processes: int) -> list[str]:
     ]
 
 
-def bubblewrap(program: str, limits: Limits, python: str, *, setpriv: str | None, network: bool) -> list[str]:
+def bubblewrap(
+    program: str,
+    limits: Limits,
+    python: str,
+    *,
+    setpriv: str | None,
+    network: bool,
+    binds: Sequence[str] = (),
+    clearenv: bool = True,
+) -> list[str]:
     """No namespaces shared but the network when asked; a read-only system and interpreter (and
-    setpriv, which runs in the jail as root); a private, size-capped /tmp any uid may write as the
-    working directory; killed with the server. Ends with `--`."""
+    setpriv, which runs in the jail as root, and `binds`, more read-only paths); a private,
+    size-capped /tmp any uid may write as the working directory; killed with the server. Ends with
+    `--`. `clearenv=False` keeps the environment the launcher was given: a long-lived server's
+    variables travel there, never on a command line that any process may read."""
     as_root = setpriv is not None
-    argv = [program, *_namespaces(as_root=as_root, network=network), "--die-with-parent", "--new-session", "--clearenv"]
+    argv = [program, *_namespaces(as_root=as_root, network=network), "--die-with-parent", "--new-session"]
+    argv += ["--clearenv"] if clearenv else []
     # /tmp first: a tree bound below it (a venv under a data dir in /tmp) must land on top of it.
     tmp = ["--perms", "1777", "--size", str(limits.tmp_bytes), "--tmpfs", "/tmp", "--chdir", "/tmp"]
     argv += ["--proc", "/proc", "--dev", "/dev", *tmp]
     argv += _system_mounts()
-    argv += _binds([*_interpreter_trees(python), *([setpriv] if setpriv else [])])
+    argv += _binds([*interpreter_trees(python), *([setpriv] if setpriv else []), *binds])
     for path in _ETC_FILES:
         argv += ["--ro-bind-try", path, path]
     return [*argv, "--"]
@@ -101,7 +124,7 @@ def closed_directory(python: str) -> str | None:
     """The first directory on the way to the interpreter's files that only its owner (and group) may
     enter, if any: a call that switches to its own uid without a jail cannot start from there."""
     directories = {*Path(os.path.realpath(python)).parents}
-    for tree in _interpreter_trees(python):
+    for tree in interpreter_trees(python):
         directories.update([Path(tree), *Path(tree).parents])
     for directory in sorted(directories):  # a parent sorts before what it holds
         if not directory.stat().st_mode & stat.S_IXOTH:
@@ -134,7 +157,9 @@ def _system_mounts() -> list[str]:
 def _binds(paths: list[str]) -> list[str]:
     """Each path read-only at its own place, below directories the jail makes (mode 0755): the host's
     own modes on the way, such as a home directory's 0700, stay outside."""
-    outside = sorted({path for path in paths if not _is_system(path)})
+    wanted = {path for path in paths if not _is_system(path)}
+    # A path inside another one is bound with it (and a directory made inside a read-only bind fails).
+    outside = sorted(path for path in wanted if not any(path.startswith(other + "/") for other in wanted))
     parents = {str(parent) for path in outside for parent in Path(path).parents}
     made = sorted(parent for parent in parents if parent not in ("/", "/tmp") and not _is_system(parent))
     argv = [arg for directory in made for arg in ("--perms", "0755", "--dir", directory)]
@@ -145,7 +170,7 @@ def _is_system(path: str) -> bool:
     return any(path == top or path.startswith(top + "/") for top in _SYSTEM_TREES)
 
 
-def _interpreter_trees(python: str) -> list[str]:
+def interpreter_trees(python: str) -> list[str]:
     """The installation trees the interpreter needs: the base runtime's prefix, and the venv's when a
     tool has requirements."""
     trees = {os.path.realpath(sys.base_prefix)}

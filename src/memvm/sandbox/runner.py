@@ -87,6 +87,11 @@ class Sandbox:
             return f"a test call failed: {(result.stderr.strip() or result.value)[:500]}"
         return None
 
+    def ready_launchers(self) -> launchers.Launchers | None:
+        """What `probe` found, for the long-lived MCP servers that run in the same jail
+        (servers.py); None before `probe` or where the sandbox is unavailable (`unavailable` says why)."""
+        return self._launchers if self.unavailable is None else None
+
     def describe(self) -> tuple[int, str]:
         """The start-up log line: which sandbox runs custom tools, if any, and which bwrap."""
         bwrap = f"; bwrap: {self._launchers.bwrap}" if self._launchers and self._launchers.bwrap else ""

@@ -64,6 +64,11 @@ async def get(session: AsyncSession, tool_id: str) -> Tool | None:
     return await session.get(Tool, tool_id)
 
 
+async def of_mcp_server(session: AsyncSession, server_id: str) -> list[Tool]:
+    query = select(Tool).where(Tool.mcp_server_id == server_id).order_by(Tool.name)
+    return list(await session.scalars(query.execution_options(populate_existing=True)))
+
+
 async def by_names(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
     return list(await session.scalars(select(Tool).where(Tool.name.in_(names))))
 

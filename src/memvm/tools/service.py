@@ -20,6 +20,7 @@ from memvm.tools.searchable import search_text
 from memvm.tools.source_schema import derive_schema
 
 CUSTOM_TOOL_TYPE = "custom"
+MCP_TOOL_TYPE = "external_mcp"
 _NAME_INDEX = "uq_tool_organization_id_name"
 
 
@@ -86,13 +87,15 @@ async def upsert_tool(session: AsyncSession, data: ToolCreate) -> Tool:
     existing = await repository.custom_by_name(session, schema["name"])
     if existing is None:
         return await _create(session, data, schema)
+    if existing.mcp_server_id is not None:
+        raise Conflict(f"{existing.name!r} is a tool of MCP server {existing.mcp_server_id!r}; name your function differently.")
     _apply(existing, data, schema)
     await session.flush()
     return existing
 
 
 async def update_tool(session: AsyncSession, tool_id: str, data: ToolUpdate) -> Tool:
-    tool = await _custom_tool(session, tool_id)
+    tool = await _editable_tool(session, tool_id, data)
     schema = None
     if data.source_code is not None or data.json_schema is not None:
         schema = _schema(data.source_code or tool.source_code or "", data.json_schema)
@@ -112,6 +115,48 @@ async def _custom_tool(session: AsyncSession, tool_id: str) -> Tool:
     if tool.organization_id is None:
         raise Forbidden(f"Tool {tool.name!r} is built in: it is shared by every organization and cannot be changed.")
     return tool
+
+
+async def _editable_tool(session: AsyncSession, tool_id: str, data: ToolUpdate) -> Tool:
+    """An MCP server's tool takes its name, schema and code from the server: only the settings
+    around it (limits, approval, tags, metadata) change here."""
+    tool = await _custom_tool(session, tool_id)
+    if tool.mcp_server_id is not None and (data.source_code is not None or data.json_schema is not None):
+        raise InvalidInput(
+            f"Tool {tool.name!r} comes from an MCP server: its schema changes with the server's "
+            f"(PATCH /v1/mcp-servers/{tool.mcp_server_id}/refresh)."
+        )
+    return tool
+
+
+def mcp_tool(server_id: str, server_name: str, name: str, description: str, parameters: dict[str, Any]) -> Tool:
+    """A new row for one tool of an MCP server (the caller adds it); it runs on that server."""
+    tool = Tool(
+        id=new_id("tool"),
+        name=name,
+        tool_type=MCP_TOOL_TYPE,
+        mcp_server_id=server_id,
+        pip_requirements=[],
+        metadata_={},
+    )
+    set_mcp_tool(tool, server_name, description, parameters)
+    return tool
+
+
+def set_mcp_tool(tool: Tool, server_name: str, description: str, parameters: dict[str, Any]) -> bool:
+    """Give the row the server's current description and schema; whether anything changed."""
+    schema = {"name": tool.name, "description": description, "parameters": parameters}
+    tags = [f"mcp:{server_name}"]
+    metadata = {**tool.metadata_, "mcp": {"server_name": server_name, "server_id": tool.mcp_server_id}}
+    if (tool.description, tool.json_schema, tool.tags, tool.metadata_) == (description, schema, tags, metadata):
+        return False
+    tool.description, tool.json_schema, tool.tags, tool.metadata_ = description, schema, tags, metadata
+    _refresh_search_text(tool)
+    return True
+
+
+async def mcp_server_tools(session: AsyncSession, server_id: str) -> list[Tool]:
+    return await repository.of_mcp_server(session, server_id)
 
 
 def _apply(tool: Tool, data: ToolCreate | ToolUpdate, schema: dict[str, Any] | None) -> None:

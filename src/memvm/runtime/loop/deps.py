@@ -11,6 +11,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 from memvm.config import Settings
 from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.mcpclient.connections import Connections
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.models import ModelSource, ProviderModels
 from memvm.runtime.loop.turn_lock import turn_lock
@@ -27,6 +28,7 @@ class RuntimeDeps:
     embedders: EmbedderRegistry
     settings: Settings
     sandbox: Sandbox  # runs custom tools
+    mcp: Connections  # this process's sessions to MCP servers
     cancels: CancelSignals  # cancel requests of the runs this process runs
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)

@@ -53,14 +53,15 @@ from memvm.runtime.loop.policy import RuleTrack, StepEnd
 from memvm.runtime.loop.step_rows import for_client, heartbeat, row_base, step_head
 from memvm.runtime.loop.tokens import estimate_message, estimate_tools
 from memvm.runtime.loop.turn_lock import TurnLockLost
-from memvm.runtime.loop.turn_tools import turn_tools
+from memvm.runtime.loop.turn_tools import outside_calls, turn_tools
 from memvm.runtime.loop.usage import StepMeter, Usage
 from memvm.runtime.loop.window import over_budget
 from memvm.runtime.tools.context import ToolContext
 from memvm.runtime.tools.executor import execute_all
 from memvm.runtime.tools.inputs import EmbeddedInputs, embed_tool_inputs
+from memvm.runtime.tools.mcp_calls import mcp_calls
 from memvm.runtime.tools.outcome import ToolOutcome
-from memvm.runtime.tools.sandboxed import CustomCalls, agent_state, wants_network
+from memvm.runtime.tools.sandboxed import CustomCalls
 from memvm.tools import service as tools
 from memvm.tools.builtin import HEARTBEAT_AGENT_TYPES
 
@@ -117,6 +118,7 @@ class Turn:
             answers = answers_to_pending(thread, request)
             agent_model = resolve_model(agent, deps.models, deps.settings, thread.conversation)
             attached = await tools.agent_tools(session, agent.id)
+            mcp = await mcp_calls(session, deps.mcp, deps.sessionmaker, attached, deps.settings.mcp_call_timeout_seconds)
             window = await messages.in_context(session, agent.id, conversation_id)
             system_prompt = await conversations.system_prompt(session, thread)
             await runs.fail_orphans(session, agent.id, conversation_id)  # we hold the turn lock: none of its runs runs
@@ -139,14 +141,7 @@ class Turn:
             lock_lost=lock_lost or asyncio.Event(),
             history=to_chat_all(window),
             pending_inputs=request.input_messages(),
-            custom_calls=CustomCalls(
-                deps.sandbox,
-                offer.custom,
-                env=agent.tool_secrets,
-                network=wants_network(agent.metadata_),
-                snapshot=lambda: agent_state(deps.sessionmaker, agent),
-                web=deps.web_tools,
-            ),
+            custom_calls=outside_calls(deps, agent, offer.custom, offer.mcp, mcp),
             embedding=EmbeddingModel.of(embedder),
         )
 

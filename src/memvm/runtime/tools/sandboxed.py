@@ -1,6 +1,7 @@
 """Custom tools: their calls run in the sandbox before the step's transaction opens (a call may
 take seconds, and no transaction or row lock is held meanwhile), and so do the web built-ins'
-(runtime/tools/web.py), in the server; the step then stores their
+(runtime/tools/web.py), in the server, and MCP servers' tools (runtime/tools/mcp_calls.py); the
+step then stores their
 outcomes with everything else. Calls run one after another, in the order the model made them."""
 
 import dataclasses
@@ -16,6 +17,7 @@ from memvm.errors import InvalidInput, Unavailable
 from memvm.llm.types import ToolCall, ToolSpec
 from memvm.orm import Agent, Tool
 from memvm.runtime.tools.arguments import check_names, parse_arguments
+from memvm.runtime.tools.mcp_calls import McpCalls, McpTool
 from memvm.runtime.tools.outcome import ToolOutcome, clip
 from memvm.runtime.tools.web import WebTools
 from memvm.sandbox.calls import ToolRun, ToolRunResult
@@ -89,9 +91,11 @@ class CustomCalls:
     network: bool  # the agent opted in for all its tools
     snapshot: Snapshot  # the agent as its tools see it (`agent_state`), read when first needed
     web: WebTools  # the built-ins that reach the network run here too, outside the transaction
+    mcp: McpCalls | None = None  # and so do MCP servers' tools
+    mcp_tools: Mapping[str, McpTool] = dataclasses.field(default_factory=dict)
 
     async def run(self, calls: Sequence[ToolCall], offered: frozenset[str]) -> dict[str, ToolOutcome]:
-        """Outcomes by tool call id, for the calls of custom tools and web tools offered this step."""
+        """Outcomes by tool call id, for the calls of custom, MCP and web tools offered this step."""
         outcomes: dict[str, ToolOutcome] = {}
         agent_state: dict[str, Any] | None = None
         for call in calls:
@@ -101,6 +105,8 @@ class CustomCalls:
             if tool is None:
                 if call.name in WEB_TOOLS:
                     outcomes[call.id] = await self.web.run(call)
+                elif self.mcp is not None and (mcp_tool := self.mcp_tools.get(call.name)) is not None:
+                    outcomes[call.id] = await self.mcp.run(mcp_tool, call)
                 continue
             if tool.takes_agent_state and agent_state is None:
                 agent_state = await self.snapshot()
