@@ -53,6 +53,11 @@ BODIES = {
     ("PUT", "/v1/identities/"): {"identifier_key": "mine", "name": "y", "identity_type": "org"},
     ("PATCH", "/v1/identities/{identity_id}"): {"name": "taken over", "agent_ids": ["{agent}"]},
     ("PUT", "/v1/identities/{identity_id}/properties"): [{"key": "k", "value": "taken over", "type": "string"}],
+    ("POST", "/v1/mcp-servers/"): {"server_name": "mine", "config": {"server_url": "http://127.0.0.1:9/sse"}},
+    ("PATCH", "/v1/mcp-servers/{mcp_server_id}"): {"server_name": "taken over", "config": {"mcp_server_type": "streamable_http"}},
+    ("POST", "/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"): {"args": {}},
+    ("POST", "/v1/agents/{agent_id}/mcp-servers/tools/search"): {"query": "garden"},
+    ("POST", "/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"): {"args": {}},
 }
 # Routes that span every organization: only the admin key may call them.
 ADMIN_ONLY = {"/metrics"}
@@ -92,6 +97,8 @@ UNSCOPED = {
     ("PUT", "/v1/identities/"),
     ("GET", "/v1/identities/"),
     ("GET", "/v1/identities/count"),
+    ("POST", "/v1/mcp-servers/"),
+    ("GET", "/v1/mcp-servers/"),
 }
 
 
@@ -130,6 +137,10 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
     members = {"agent_ids": [agent["id"]], "block_ids": [block["id"]]}
     who = {"identifier_key": "gardener", "name": "Bob", "identity_type": "user", **members}
     identity = (await client.post("/v1/identities/", json=who, headers=headers)).json()
+    unreachable = {"mcp_server_type": "streamable_http", "server_url": "http://127.0.0.1:9/mcp"}
+    mcp_server = (
+        await client.post("/v1/mcp-servers/", json={"server_name": "garden mcp", "config": unreachable}, headers=headers)
+    ).json()
     passage = (await client.post(f"/v1/archives/{archive['id']}/passages", json={"text": "the garden"}, headers=headers)).json()
     memory = (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "my garden"}, headers=headers)).json()
     llm.reply("Nice garden.")
@@ -157,6 +168,7 @@ async def objects_of(client: httpx.AsyncClient, key: str, llm) -> dict[str, str]
         "folder_id": folder["id"],
         "file_id": file["id"],
         "identity_id": identity["id"],
+        "mcp_server_id": mcp_server["id"],
     }
 
 
@@ -243,6 +255,8 @@ async def test_organization_b_reaches_nothing_of_organization_a_on_any_route(ser
     assert step["feedback"] is None and step["tags"] == []
     identity = (await server.get(f"/v1/identities/{a['identity_id']}", headers=headers_a)).json()
     assert (identity["name"], identity["agent_ids"], identity["block_ids"]) == ("Bob", [a["agent_id"]], [a["block_id"]])
+    mcp_server = (await server.get(f"/v1/mcp-servers/{a['mcp_server_id']}", headers=headers_a)).json()
+    assert mcp_server["server_name"] == "garden mcp"
 
 
 async def test_lists_and_searches_show_only_the_callers_objects(server, llm):
@@ -272,6 +286,7 @@ async def test_every_route_but_health_needs_a_key(server):
     ids |= {"tool_name": "memory_insert", "version": "1", "conversation_id": "conv-00000000-0000-4000-8000-000000000000"}
     ids |= {"folder_id": "source-00000000-0000-4000-8000-000000000000", "file_id": "file-00000000-0000-4000-8000-000000000000"}
     ids |= {"identity_id": "identity-00000000-0000-4000-8000-000000000000"}
+    ids |= {"mcp_server_id": "mcp_server-00000000-0000-4000-8000-000000000000"}
     refused = []
     for method, path in operations(spec):
         response = await server.request(method, fill(path, ids))

@@ -122,7 +122,8 @@ async def test_a_hung_server_does_not_hold_up_another_agents_turn(mcp_client, ll
     await turn(other["id"])
     await slow_turn
 
-    assert finished[other["id"]] - started < 1.5 < finished[stuck["id"]] - started
+    # The stuck turn ends only at its call's 2 s timeout; the other one does not wait for that.
+    assert finished[other["id"]] < finished[stuck["id"]] - 1.0 and finished[stuck["id"]] - started >= 2.0
 
 
 async def test_secrets_are_stored_but_never_answered_and_a_masked_value_keeps_the_stored_one(client, db):
