@@ -11,6 +11,10 @@
 #                           # local mode and with an organization key, one workload.py run, two data dirs
 #   bench/run.sh tools [--quick] [flags]    # cost of one sandboxed custom-tool call (tool_cost.py):
 #                           # Sandbox.run in-process, POST /v1/tools/run, agent turns custom vs. built-in tool
+#   bench/run.sh eval [--quick] [--data DIR] [--out DIR]   # memory quality on LoCoMo (bench/eval/):
+#                           # recall@5/10/20 of memvm's search tools and routes and a BM25 baseline;
+#                           # --quick: 30.json only; default data $BENCH_SHARED_DIR/../eval/locomo,
+#                           # default out bench/results/eval/ (eval.json, eval.md, eval.png)
 #   bench/run.sh --with-letta [--quick]     # side by side in ONE workload.py run: Letta 0.16.8 (installed
 #                           # by $BENCH_SHARED_DIR/letta_peer.sh on first use) and memvm, both on the peer's
 #                           # PostgreSQL 18 + pgvector (databases letta and memvm, pg_stat_statements loaded)
@@ -32,7 +36,8 @@
 #   BENCH_LETTA_TARGET Letta target for the p50/p95 table (letta-0.16.8)
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
 #   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick, also
-#                      in auth and tools modes; search mode: 1500; 600 with --quick)
+#                      in auth and tools modes; search mode: 1500; 600 with --quick; eval mode: 3600;
+#                      900 with --quick)
 #   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
 set -uo pipefail
 
@@ -52,7 +57,7 @@ OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach
 
 MODE=workload
 case "${1:-}" in
-  search|auth|tools) MODE=$1; shift ;;
+  search|auth|tools|eval) MODE=$1; shift ;;
 esac
 # auth mode: cheap ops, where one more SELECT per request shows, and one agent turn
 [ "$MODE" = auth ] && OPS=${BENCH_OPS:-get_agent,get_block,list_blocks,patch_block,recompile,send_message}
@@ -64,7 +69,7 @@ for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --with-letta) WITH_LETTA=1 ;;
-    -h|--help) sed -n '2,36p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -77,13 +82,17 @@ if [ "$QUICK" = 1 ]; then
 fi
 if [ "$MODE" = search ]; then
   TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 600 || echo 1500)}
+elif [ "$MODE" = eval ]; then
+  TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 900 || echo 3600)}
 else
   TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 300 || echo 900)}
 fi
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 
-if [ "$MODE" != search ]; then
+if [ "$MODE" = eval ]; then
+  "$PY" -c 'import asyncpg' 2>/dev/null || die "$PY cannot import asyncpg (pip install -e '.[test]')"
+elif [ "$MODE" != search ]; then
   [ -f "$SHARED/workload.py" ] || die "no workload.py in $SHARED (set BENCH_SHARED_DIR)"
   [ -f "$SHARED/fake_llm.py" ] || die "no fake_llm.py in $SHARED (set BENCH_SHARED_DIR)"
 else
@@ -123,7 +132,7 @@ run_workload() {
   echo "workload finished rc=$WL_RC in $(( $(date +%s) - t0 )) s; load average before: $LOAD0, after: $LOAD1"
 }
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
-[ "$MODE" != search ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+[ "$MODE" != search ] && [ "$MODE" != eval ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
 [ "$MODE" = auth ] && port_busy "$AUTH_PORT" && die "127.0.0.1:$AUTH_PORT is already in use (set BENCH_AUTH_PORT)"
 
 SUFFIX=$([ "$MODE" != workload ] && echo "-$MODE" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
@@ -216,6 +225,29 @@ if [ "$MODE" = search ]; then
   echo "search bench finished rc=$WL_RC in $(( $(date +%s) - T0 )) s"
   echo "results: $RESULTS/$STAMP-memvm$SUFFIX.json"
   echo "         $RESULTS/$STAMP-memvm$SUFFIX.md"
+  exit "$WL_RC"
+fi
+
+# ---------------------------------------------------------------- eval mode (bench/eval/: LoCoMo recall)
+if [ "$MODE" = eval ]; then
+  EVAL_ARGS=(--data "$(dirname "$SHARED")/eval/locomo" --out "$RESULTS/eval")
+  [ "$QUICK" = 1 ] && EVAL_ARGS+=(--quick)
+  # No LLM: retrieval never calls the chat model. memvm runs with its defaults (the local embedding model).
+  env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR="$DATA" MEMVM_OPENAI_API_KEY=x \
+    "$MEMVM_BIN" serve --host 127.0.0.1 --port "$PORT" > "$WORK/memvm.log" 2>&1 &
+  SERVER_PID=$!
+  T0=$(date +%s)
+  wait_ok "http://127.0.0.1:$PORT/v1/health/" "$SERVER_PID" "$WORK/memvm.log" 240 0.5 memvm \
+    || die "memvm did not become healthy: $(tail -5 "$WORK/memvm.log")"
+  echo "memvm up on 127.0.0.1:$PORT (pid $SERVER_PID) after $(( $(date +%s) - T0 )) s; data $DATA"
+  echo "memvm LoCoMo eval: quick=$QUICK limit=${TIME_LIMIT}s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  # Later flags win: --data and --out from the command line replace the defaults above.
+  (cd "$REPO" && exec timeout -s INT -k 30 "$TIME_LIMIT" "$PY" -m bench.eval --base-url "http://127.0.0.1:$PORT" \
+    --memvm-data-dir "$DATA" "${EVAL_ARGS[@]}" "${EXTRA[@]}") &
+  WL_PID=$!
+  wait "$WL_PID"; WL_RC=$?
+  WL_PID=""
+  echo "eval finished rc=$WL_RC in $(( $(date +%s) - T0 )) s; load average $(cut -d' ' -f1-3 /proc/loadavg)"
   exit "$WL_RC"
 fi
 

@@ -84,6 +84,11 @@ class Settings(BaseSettings):
     embedding_poll_seconds: float = Field(1.0, gt=0, description="Idle worker's wait between queue checks.")
     # A second send to a busy agent waits this long for the running turn, then gets 409.
     turn_lock_timeout_seconds: float = Field(30.0, ge=0)
+    # Hybrid message search (search/tuning.py; defaults measured on LoCoMo, bench/eval).
+    search_rrf_k: int = Field(10, ge=1, le=1000, description="Reciprocal rank fusion constant (60 is the classic value).")
+    search_neighbour_weight: float = Field(
+        0.25, ge=0, le=1, description="Share of a hit's score lent to the messages next to it; 0 turns it off."
+    )
 
     # Custom tools run in a sandbox: bubblewrap (Linux namespaces: no network, no view of the server's
     # files or environment) unless the operator accepts a plain subprocess with rlimits ("process").

@@ -1,5 +1,6 @@
 """Hybrid search over stored messages in PostgreSQL alone: a full-text ranking (generated
-tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion."""
+tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion; a hit then lends part
+of its score to the messages next to it (search/tuning.py)."""
 
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,22 +13,28 @@ from sqlalchemy import (
     Float,
     Select,
     SmallInteger,
+    String,
     Text,
+    any_,
+    bindparam,
     cast,
     column,
     func,
     literal,
     null,
     select,
+    true,
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
 
 from memvm.orm import Message
 from memvm.orm.conversation import in_conversation
-from memvm.search.fusion import Fused, reciprocal_rank_fusion
+from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
+from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
 from memvm.search.vector_index import prefer_vector_index, same_model
 from memvm.threads import ANY_CONVERSATION
 
@@ -66,9 +73,11 @@ async def search_messages(
     end: datetime | None = None,
     limit: int = 10,
     exclude_run_id: str | None = None,
+    tuning: SearchTuning = DEFAULT_TUNING,
 ) -> list[MessageHit]:
     """Best first. Without a query vector, hybrid falls back to full-text alone. Both rankings come
-    back from one statement (a UNION ALL of their branches), the fused winners from a second."""
+    back from one statement (a UNION ALL of their branches), the fused winners from a second; hybrid
+    with neighbours adds one for the messages next to the candidates."""
     candidates = max(CANDIDATES, 2 * limit)
     base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
     if exclude_run_id is not None:
@@ -82,7 +91,12 @@ async def search_messages(
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
     vector_ids = [row.id for row in sorted((r for r in rows if r.term == VECTOR_BRANCH), key=lambda r: r.distance)]
-    fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=limit)
+    if mode == "hybrid" and tuning.neighbour_weight > 0:
+        candidates_fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=len(rows), k=tuning.rrf_k)
+        neighbours = await _neighbours(session, base, [f.id for f in candidates_fused])
+        fused = lend_to_neighbours(candidates_fused, neighbours, weight=tuning.neighbour_weight, limit=limit)
+    else:
+        fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=limit, k=tuning.rrf_k)
     found = {m.id: m for m in await session.scalars(select(Message).where(Message.id.in_([f.id for f in fused])))}
     return [MessageHit(found[f.id], f) for f in fused if f.id in found]
 
@@ -139,3 +153,42 @@ def _vector_branch(base: Select[*tuple[Any, ...]], vector: QueryVector, limit: i
         .order_by(distance)
         .limit(limit)
     )
+
+
+# Built once: an alias memoizes its column expressions, which takes milliseconds to redo per search.
+_HIT = aliased(Message, name="hit")
+
+
+async def _neighbours(session: AsyncSession, base: Select[*tuple[Any, ...]], ids: Sequence[str]) -> dict[str, list[str]]:
+    """Each message's previous and next message in its agent's conversation, among those the search
+    may return (`base`'s filters): two short index walks per message. A neighbour of another
+    conversation is dropped here rather than skipped in SQL: PostgreSQL misjudges how selective a
+    correlated conversation test is and then reads all of the agent's earlier rows for each hit."""
+    if not ids:
+        return {}
+    before, after = _adjacent(base, _HIT, earlier=True), _adjacent(base, _HIT, earlier=False)
+    pairs = select(
+        _HIT.id,
+        _HIT.conversation_id,
+        before.c.id.label("before"),
+        before.c.conversation_id.label("before_in"),
+        after.c.id.label("after"),
+        after.c.conversation_id.label("after_in"),
+    ).select_from(_HIT)
+    # One array parameter, not an IN list: the statement's text (and so its prepared plan) stays the same.
+    ids_param = bindparam("neighbours_of", list(ids), type_=ARRAY(String))
+    pairs = pairs.outerjoin(before, true()).outerjoin(after, true()).where(_HIT.id == any_(ids_param))
+    return {
+        row.id: [
+            neighbour
+            for neighbour, conversation in ((row.before, row.before_in), (row.after, row.after_in))
+            if neighbour is not None and conversation == row.conversation_id
+        ]
+        for row in await session.execute(pairs)
+    }
+
+
+def _adjacent(base: Select[*tuple[Any, ...]], hit: Any, *, earlier: bool) -> Any:
+    side, order = (Message.seq < hit.seq, Message.seq.desc()) if earlier else (Message.seq > hit.seq, Message.seq.asc())
+    nearest = base.with_only_columns(Message.id, Message.conversation_id).where(Message.agent_id == hit.agent_id, side)
+    return nearest.order_by(order).limit(1).lateral()

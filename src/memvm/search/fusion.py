@@ -1,6 +1,7 @@
 """Reciprocal rank fusion of ranked lists (pure)."""
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 RRF_K = 60
@@ -45,6 +46,32 @@ def fuse_rankings(
             scores[item] = scores.get(item, 0.0) + weight / (k + rank)  # a list without the item adds 0
             best[item] = min(rank, best.get(item, rank))
     return sorted(scores.items(), key=lambda pair: (-pair[1], best[pair[0]], pair[0]))[:limit]
+
+
+def lend_to_neighbours(
+    fused: Sequence[Fused], neighbours: Mapping[str, Sequence[str]], *, weight: float, limit: int
+) -> list[Fused]:
+    """Each item's score plus `weight` × the best score among the fused items next to it
+    (`neighbours`: a fused item → the items just before and after it); an item that is only next to
+    one joins with that share alone (both ranks None). Sorted as fuse_rankings sorts."""
+    scores = {f.id: f.rrf_score for f in fused}
+    lent: dict[str, float] = {}
+    for item, score in scores.items():
+        for neighbour in neighbours.get(item, ()):
+            lent[neighbour] = max(lent.get(neighbour, 0.0), weight * score)
+    by_id = {f.id: f for f in fused}
+    total = {item: scores.get(item, 0.0) + lent.get(item, 0.0) for item in scores.keys() | lent.keys()}
+    ranked = sorted(total, key=lambda item: (-total[item], _best_rank(by_id.get(item)), item))[:limit]
+    return [Fused(item, total[item], *_list_ranks(by_id.get(item))) for item in ranked]
+
+
+def _best_rank(fused: Fused | None) -> float:
+    ranks = [rank for rank in _list_ranks(fused) if rank is not None]
+    return min(ranks, default=math.inf)
+
+
+def _list_ranks(fused: Fused | None) -> tuple[int | None, int | None]:
+    return (fused.fts_rank, fused.vector_rank) if fused else (None, None)
 
 
 def _ranks(ids: Sequence[str]) -> dict[str, int]:

@@ -1,6 +1,6 @@
 import pytest
 
-from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
+from memvm.search.fusion import fuse_rankings, lend_to_neighbours, reciprocal_rank_fusion
 
 
 def test_items_in_both_lists_outrank_items_in_one():
@@ -49,3 +49,26 @@ def test_any_number_of_rankings_merge_by_rank_with_equal_weights():
     assert dict(fused)["a"] == pytest.approx(1 / 3 / 61 + 1 / 3 / 62)
     assert dict(fused)["c"] == pytest.approx(1 / 3 / 61)
     assert fuse_rankings([], limit=3) == []
+
+
+def test_a_hit_lends_a_share_of_its_score_to_its_neighbours_which_join_without_ranks():
+    fused = reciprocal_rank_fusion(["q", "far"], [], limit=10, k=10)
+
+    lent = lend_to_neighbours(fused, {"q": ["before", "after"], "far": []}, weight=0.25, limit=10)
+
+    scores = {f.id: f for f in lent}
+    assert scores["q"].rrf_score == pytest.approx(0.5 / 11) and scores["q"].fts_rank == 1
+    assert scores["after"].rrf_score == pytest.approx(0.25 * 0.5 / 11)
+    assert scores["after"].fts_rank is None and scores["after"].vector_rank is None
+    assert [f.id for f in lent][:2] == ["q", "far"]  # ranked hits first; ties broken by id after them
+
+
+def test_adjacent_hits_outrank_a_slightly_better_lone_hit_and_the_best_neighbour_counts_once():
+    fused = reciprocal_rank_fusion(["lone", "a", "b", "c"], [], limit=10, k=10)
+
+    lent = lend_to_neighbours(fused, {"lone": [], "a": ["b"], "b": ["a", "c"], "c": ["b"]}, weight=0.25, limit=3)
+
+    assert [f.id for f in lent] == ["a", "b", "lone"]
+    by_id = {f.id: f.rrf_score for f in lent}
+    assert by_id["a"] == pytest.approx(0.5 / 12 + 0.25 * 0.5 / 13)
+    assert by_id["b"] == pytest.approx(0.5 / 13 + 0.25 * 0.5 / 12)  # the better of its two neighbours, not both

@@ -62,6 +62,7 @@ from memvm.runtime.tools.inputs import EmbeddedInputs, embed_tool_inputs
 from memvm.runtime.tools.mcp_calls import mcp_calls
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomCalls
+from memvm.search.tuning import SearchTuning
 from memvm.tools import service as tools
 from memvm.tools.builtin import HEARTBEAT_AGENT_TYPES
 
@@ -321,6 +322,7 @@ class Turn:
                 vectors=inputs.vectors,
                 folder_vectors=inputs.folder_vectors,
                 settled=settled,
+                search=SearchTuning.of(self.deps.settings),
             )
             ready = without(completion, waiting)
             # Answering a wait, the calls were offered when made; the step's offer does not apply.

@@ -24,6 +24,7 @@ from memvm.runtime.tools.inputs import embed_tool_inputs
 from memvm.runtime.tools.mcp_calls import McpTool, mcp_calls
 from memvm.runtime.tools.outcome import ToolOutcome
 from memvm.runtime.tools.sandboxed import CustomTool
+from memvm.search.tuning import SearchTuning
 from memvm.tools import service as tools
 
 
@@ -54,6 +55,7 @@ async def run_agent_tool(deps: RuntimeDeps, caller: Caller, agent_id: str, tool_
             embedding=embedding,
             vectors=inputs.vectors,
             folder_vectors=inputs.folder_vectors,
+            search=SearchTuning.of(deps.settings),
         )
         async with recompiles_at_end(session):
             return await execute(context, call, offered)

@@ -13,6 +13,7 @@ from memvm.orm import Agent
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.search.conversation import MessageHit, QueryVector, SearchMode, search_messages
 from memvm.search.dates import parse_bound
+from memvm.search.tuning import SearchTuning
 from memvm.threads import ANY_CONVERSATION
 
 
@@ -53,6 +54,7 @@ async def search_history(
                 limit=limit,
                 start=parse_bound(start_date, "start_date", end=False, timezone=timezone),
                 end=parse_bound(end_date, "end_date", end=True, timezone=timezone),
+                tuning=SearchTuning.of(deps.settings),
             )
 
 

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvm.actors import Actor
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.runtime.tools.outcome import ToolOutcome
+from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class ToolContext:
     folder_vectors: Mapping[str, Mapping[EmbeddingModel, Sequence[float]]] = field(default_factory=dict)
     # Outcomes decided before the transaction (sandboxed custom calls, calls the client settled), by call id.
     settled: Mapping[str, ToolOutcome] = field(default_factory=dict)
+    search: SearchTuning = DEFAULT_TUNING  # how conversation_search ranks (the server's settings)
 
     def vector_for(self, text: str) -> Sequence[float] | None:
         return self.vectors.get(text)

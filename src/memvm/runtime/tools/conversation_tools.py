@@ -42,6 +42,7 @@ async def conversation_search(
             roles=roles or (),
             limit=limit or 5,
             exclude_run_id=ctx.run_id,
+            tuning=ctx.search,
             start=parse_bound(start_date, "start_date", end=False, timezone=ctx.timezone),
             end=parse_bound(end_date, "end_date", end=True, timezone=ctx.timezone),
         )

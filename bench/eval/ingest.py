@@ -1,0 +1,179 @@
+"""Putting a conversation into memvm through its public API only: the history as an imported agent
+file (there is no route that adds history without running the agent), one archival passage per turn
+on that agent, and a second agent with one passage per session."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import httpx
+
+from .data import Conversation, Turn, epoch_of
+
+PendingCount = Callable[[], Awaitable[int]]
+# never called: retrieval does not use the chat model
+UNUSED_LLM = {
+    "model": "unused",
+    "model_endpoint_type": "openai",
+    "model_endpoint": "http://127.0.0.1:9/v1",
+    "context_window": 32000,
+}
+SEARCH_TOOLS = ("conversation_search", "archival_memory_search")
+# A session passage longer than this is cut into several (memvm's passage limit is 10,000 characters).
+SESSION_CHUNK_CHARS = 9_000
+# What the embedding worker still has to embed in `message` (its queue predicate, memvm/orm/message.py).
+PENDING_MESSAGES_SQL = (
+    "SELECT count(*) FROM message WHERE embedding IS NULL AND kind = 'message'"
+    " AND coalesce(content, '') <> '' AND embed_attempts < 5"
+)
+
+
+@dataclass
+class Ingested:
+    """The agents one conversation became, and how long each part took."""
+
+    agent_id: str  # history + one passage per turn
+    session_agent_id: str  # one passage per session
+    seconds: dict[str, float]
+
+
+def _file_message(index: int, role: str, text: str, at: datetime) -> dict[str, object]:
+    return {
+        "type": "message",
+        "id": f"message-{index}",
+        "role": role,
+        "content": [{"type": "text", "text": text}],
+        "created_at": at.isoformat(),
+        "tool_calls": None,
+        "tool_call_id": None,
+        "tool_returns": [],
+    }
+
+
+def agent_file(conversation: Conversation) -> dict[str, object]:
+    """A memvm/Letta multi-entity agent file whose history is every turn: the first speaker's turns
+    as `user`, the second's as `assistant`; only the system message in the context window."""
+    first = conversation.speakers[0]
+    messages = [_file_message(0, "system", "LoCoMo evaluation agent.", conversation.turns[0].at - timedelta(seconds=1))]
+    for turn in conversation.turns:
+        role = "user" if turn.speaker == first else "assistant"
+        messages.append(_file_message(len(messages), role, turn.content, turn.at))
+    tools = [{"id": f"tool-{i}", "tool_type": "letta_core", "name": name} for i, name in enumerate(SEARCH_TOOLS)]
+    agent = {
+        "id": "agent-0",
+        "name": f"locomo-{conversation.name}",
+        "agent_type": "letta_v1_agent",
+        "system": "LoCoMo evaluation agent.",
+        "llm_config": UNUSED_LLM,
+        "tool_ids": [t["id"] for t in tools],
+        "in_context_message_ids": ["message-0"],
+        "messages": messages,
+    }
+    return {"agents": [agent], "blocks": [], "tools": tools, "groups": [], "files": [], "sources": [], "metadata": {}}
+
+
+def _ok(response: httpx.Response) -> httpx.Response:
+    if response.status_code >= 400:
+        raise RuntimeError(
+            f"{response.request.method} {response.request.url.path} -> {response.status_code}: {response.text[:500]}"
+        )
+    return response
+
+
+async def import_history(client: httpx.AsyncClient, conversation: Conversation) -> str:
+    content = json.dumps(agent_file(conversation)).encode()
+    files = {"file": (f"locomo-{conversation.name}.af", content, "application/json")}
+    response = _ok(await client.post("/v1/agents/import", files=files))
+    [agent_id] = response.json()["agent_ids"]
+    return str(agent_id)
+
+
+async def listed_history(client: httpx.AsyncClient, agent_id: str) -> list[dict[str, object]]:
+    """The agent's user and assistant messages, oldest first, page by page."""
+    listed: list[dict[str, object]] = []
+    after: str | None = None
+    while True:
+        params: dict[str, str | int] = {"order": "asc", "limit": 500}
+        if after:
+            params["after"] = after
+        page = (_ok(await client.get(f"/v1/agents/{agent_id}/messages", params=params))).json()
+        if not page:
+            return [m for m in listed if m.get("message_type") in ("user_message", "assistant_message")]
+        listed += page
+        after = str(page[-1]["id"])
+
+
+async def check_history(client: httpx.AsyncClient, agent_id: str, conversation: Conversation) -> None:
+    """The stored history holds every turn, in order, with its time and text: so a message's (time,
+    content) names its dia_id."""
+    listed = await listed_history(client, agent_id)
+    stored = [(epoch_of(str(m["date"])), m.get("content")) for m in listed]
+    expected = [(int(t.at.timestamp()), t.content) for t in conversation.turns]
+    if stored != expected:
+        wrong = next(
+            (i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b), min(len(stored), len(expected))
+        )
+        raise RuntimeError(
+            f"{conversation.name}: the imported history differs from the turns at position {wrong} "
+            f"({len(stored)} messages listed, {len(expected)} turns)"
+        )
+
+
+async def insert_passage(client: httpx.AsyncClient, agent_id: str, text: str, tags: list[str], at: datetime) -> None:
+    body = {"text": text, "tags": tags, "created_at": at.isoformat()}
+    _ok(await client.post(f"/v1/agents/{agent_id}/archival-memory", json=body))
+
+
+def session_chunks(turns: list[Turn]) -> list[list[Turn]]:
+    """A session's turns in runs that fit one passage (normally the whole session)."""
+    chunks: list[list[Turn]] = [[]]
+    size = 0
+    for turn in turns:
+        if chunks[-1] and size + len(turn.content) + 1 > SESSION_CHUNK_CHARS:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(turn)
+        size += len(turn.content) + 1
+    return chunks
+
+
+async def create_session_agent(client: httpx.AsyncClient, conversation: Conversation) -> str:
+    body = {"name": f"locomo-{conversation.name}-sessions", "llm_config": UNUSED_LLM, "tools": ["archival_memory_search"]}
+    agent_id = str((_ok(await client.post("/v1/agents/", json=body))).json()["id"])
+    for number in sorted(conversation.sessions):
+        for chunk in session_chunks(conversation.sessions[number]):
+            text = "\n".join(t.content for t in chunk)
+            await insert_passage(client, agent_id, text, [t.dia_id for t in chunk], chunk[0].at)
+    return agent_id
+
+
+async def wait_embedded(pending: PendingCount, timeout: float) -> float:
+    """Seconds until the embedding worker has embedded every stored message."""
+    start = time.perf_counter()
+    while (left := await pending()) > 0:
+        if time.perf_counter() - start > timeout:
+            raise TimeoutError(f"{left} messages still without a vector after {timeout:g} s")
+        await asyncio.sleep(0.25)
+    return time.perf_counter() - start
+
+
+async def ingest(client: httpx.AsyncClient, conversation: Conversation, pending: PendingCount, timeout: float) -> Ingested:
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    agent_id = await import_history(client, conversation)
+    await check_history(client, agent_id, conversation)
+    seconds["import_history"] = time.perf_counter() - start
+    start = time.perf_counter()
+    for turn in conversation.turns:
+        await insert_passage(client, agent_id, turn.content, [turn.dia_id], turn.at)
+    seconds["turn_passages"] = time.perf_counter() - start
+    start = time.perf_counter()
+    session_agent_id = await create_session_agent(client, conversation)
+    seconds["session_passages"] = time.perf_counter() - start
+    seconds["wait_message_embeddings"] = await wait_embedded(pending, timeout)
+    return Ingested(agent_id, session_agent_id, {k: round(v, 2) for k, v in seconds.items()})

@@ -1,0 +1,77 @@
+"""The search_* settings of hybrid message search: the fusion constant and neighbour turns."""
+
+import json
+
+import pytest
+
+from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db.uow import transaction
+from memvm.ids import new_id
+from memvm.search.conversation import search_messages
+from memvm.search.tuning import SearchTuning
+from memvm.threads import ANY_CONVERSATION
+from tests.support.api import app_client, create_agent
+
+QUESTION = "Did the vet call back about Miso?"
+ANSWER = "Yes: nothing serious, he will be fine in a week."  # no word of the query "vet Miso"
+
+
+async def store(db, rows):
+    """(agent id, text) pairs, stored in this order (as older history: not queued for embedding)."""
+    await db.executemany(
+        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
+        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}')",
+        [(new_id("message"), agent_id, text) for agent_id, text in rows],
+    )
+
+
+async def hybrid_full_text(sessionmaker, agent_id, tuning):
+    """Hybrid search without a query vector: the full-text ranking, then the neighbours."""
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        hits = await search_messages(
+            session, agent_ids=[agent_id], conversation_id=ANY_CONVERSATION, query="vet Miso", vector=None, limit=5, tuning=tuning
+        )
+    return [(hit.message.content, hit.score) for hit in hits]
+
+
+async def test_the_turn_after_a_hit_comes_back_but_not_another_agent_s_message(client, db, sessionmaker):
+    mine, other = (await create_agent(client))["id"], (await create_agent(client))["id"]
+    await store(db, [(mine, "We bought a new sofa."), (mine, QUESTION), (other, "Unrelated note."), (mine, ANSWER)])
+
+    found = await hybrid_full_text(sessionmaker, mine, SearchTuning(rrf_k=10, neighbour_weight=0.25))
+    without = await hybrid_full_text(sessionmaker, mine, SearchTuning(rrf_k=10, neighbour_weight=0))
+
+    assert [text for text, _ in without] == [QUESTION]
+    assert found[0][0] == QUESTION and {text for text, _ in found[1:]} == {ANSWER, "We bought a new sofa."}
+    question = found[0][1]
+    assert question.rrf_score == pytest.approx(0.5 / 11)  # its neighbours matched nothing: it borrows nothing
+    for _, neighbour in found[1:]:  # there by being next to the hit, with a quarter of its score
+        assert neighbour.fts_rank is None and neighbour.vector_rank is None
+        assert neighbour.rrf_score == pytest.approx(0.25 * question.rrf_score)
+
+
+async def test_the_fusion_constant_comes_from_the_settings(settings, db):
+    scores = {}
+    for k in (10, 60):
+        async with app_client(settings.model_copy(update={"search_rrf_k": k})) as client:
+            agent = await create_agent(client)
+            await store(db, [(agent["id"], QUESTION)])
+            response = await client.post(
+                "/v1/agents/messages/search", json={"query": "vet", "agent_id": agent["id"], "search_mode": "fts"}
+            )
+            scores[k] = response.json()[0]["rrf_score"]
+
+    assert scores == {10: pytest.approx(0.5 / 11), 60: pytest.approx(0.5 / 61)}
+
+
+async def test_conversation_search_tool_ranks_with_the_settings(settings, llm, db):
+    async with app_client(settings.model_copy(update={"search_rrf_k": 20, "search_neighbour_weight": 0})) as client:
+        agent = await create_agent(client, model="openai/scripted-model")
+        await store(db, [(agent["id"], QUESTION)])
+        llm.reply(tool_calls=[("conversation_search", {"query": "vet", "limit": 1})]).reply("He called.")
+
+        body = (await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "any news?"})).json()
+
+    [result] = json.loads(body["messages"][1]["tool_return"])["results"]
+    assert result["content"] == QUESTION
+    assert result["relevance"] == round(0.5 / 21, 5)  # full text only: the stored message has no vector
