@@ -89,6 +89,10 @@ class Settings(BaseSettings):
     search_neighbour_weight: float = Field(
         0.25, ge=0, le=1, description="Share of a hit's score lent to the messages next to it; 0 turns it off."
     )
+    search_archival_hybrid: bool = Field(
+        True,
+        description="Archival passage search fuses full text with vectors (RRF, search_rrf_k); false ranks by vector alone.",
+    )
 
     # Custom tools run in a sandbox: bubblewrap (Linux namespaces: no network, no view of the server's
     # files or environment) unless the operator accepts a plain subprocess with rlimits ("process").

@@ -408,3 +408,36 @@ async def test_mcp_servers_come_and_go_with_their_migration_and_their_tools_go_w
 
     assert (status, tools_left, links_left) == ("unknown", ["tool-2", "tool-3"], 0)
     assert (after_down, table_gone) == (["tool-3"], True)
+
+
+PASSAGE_FTS = "3e8a1f6c2b94"
+PASSAGE_FTS_INDEX = "SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_passage_archive_id_fts'"
+PASSAGE_FTS_COLUMN = "SELECT count(*) FROM information_schema.columns WHERE table_name = 'passage' AND column_name = 'fts'"
+
+
+async def test_passage_full_text_comes_and_goes_with_its_migration_and_covers_existing_passages(server_url):
+    async with database_at(server_url, "upgrade_passage_fts", MCP) as (url, db):
+        await db.execute(
+            "INSERT INTO archive (id, organization_id, name, embedding_model, embedding_dim, metadata)"
+            " VALUES ('archive-1', $1, 'a', 'm', 3, '{}')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await db.execute(
+            "INSERT INTO passage (id, organization_id, archive_id, text, embedding, embedding_model, embedding_dim, tags,"
+            " metadata, writer_type) VALUES ('passage-1', $1, 'archive-1', 'Zanzibar sailed away', '[1,0,0]', 'm', 3,"
+            " '{}', '{}', 'api')",
+            DEFAULT_ORGANIZATION_ID,
+        )
+        await migrate_to(url, PASSAGE_FTS)
+        index = await db.fetchval(PASSAGE_FTS_INDEX)
+        document = await db.fetchval("SELECT fts::text FROM passage WHERE id = 'passage-1'")
+        matched = await db.fetchval(
+            "SELECT count(*) FROM passage WHERE archive_id = 'archive-1' AND fts @@ plainto_tsquery('english', 'zanzibar')"
+        )
+        await migrate_to(url, MCP, down=True)
+        gone = (await db.fetchval(PASSAGE_FTS_INDEX), await db.fetchval(PASSAGE_FTS_COLUMN))
+        text_kept = await db.fetchval("SELECT text FROM passage WHERE id = 'passage-1'")
+
+    assert "USING gin (archive_id, fts)" in index
+    assert (document, matched) == ("'away':3 'sail':2 'zanzibar':1", 1)
+    assert (gone, text_kept) == ((None, 0), "Zanzibar sailed away")

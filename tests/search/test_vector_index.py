@@ -36,8 +36,8 @@ def unit_vector(rng: random.Random) -> list[float]:
     return [round(v / norm, 5) for v in values]
 
 
-async def seed(db, count, rare_every):
-    rng = random.Random(7)
+async def insert_archive(db) -> str:
+    """A new archive of MODEL in the default organization; its id."""
     archive_id = new_id("archive")
     await db.execute(
         "INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata, organization_id)"
@@ -47,6 +47,12 @@ async def seed(db, count, rare_every):
         DIM,
         DEFAULT_ORGANIZATION_ID,
     )
+    return archive_id
+
+
+async def seed(db, count, rare_every):
+    rng = random.Random(7)
+    archive_id = await insert_archive(db)
     rows = []
     for n in range(count):
         tags = ["rare"] if n % rare_every == 0 else ["common"]

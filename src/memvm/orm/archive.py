@@ -4,8 +4,8 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func
-from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy import BigInteger, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, TenantOwned, Timestamps
@@ -38,12 +38,15 @@ class Passage(TenantOwned, Base):
     __table_args__ = (
         Index("ix_passage_archive_id_created_at", "archive_id", "created_at"),
         Index("ix_passage_tags", "tags", postgresql_using="gin"),
+        Index("ix_passage_archive_id_fts", "archive_id", "fts", postgresql_using="gin"),  # btree_gin
         *hnsw_indexes("passage"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
     archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"))
     text: Mapped[str] = mapped_column(Text)
+    # Full-text document, kept by PostgreSQL itself.
+    fts: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', text)", persisted=True), deferred=True)
     # Deferred: results never need the vector, and parsing 384 floats per row is not free.
     embedding: Mapped[list[float]] = mapped_column(Vector(), deferred=True)
     embedding_model: Mapped[str] = mapped_column(String)

@@ -15,14 +15,21 @@ DEFAULT_NEIGHBOUR_WEIGHT = 0.25
 class SearchTuning:
     """rrf_k: the fusion constant; a small one lets each ranking's first hits count more than being
     found by both. neighbour_weight: a hit lends this share of its score to the messages just before
-    and after it in its conversation (an answer usually follows the turn that matched); 0 turns it off."""
+    and after it in its conversation (an answer usually follows the turn that matched); 0 turns it off.
+    archival_hybrid: archival passage search fuses a full-text ranking with the vector one (with
+    rrf_k, no neighbours); off, it ranks by vector alone."""
 
     rrf_k: int = DEFAULT_RRF_K
     neighbour_weight: float = DEFAULT_NEIGHBOUR_WEIGHT
+    archival_hybrid: bool = True
 
     @classmethod
     def of(cls, settings: Settings) -> "SearchTuning":
-        return cls(rrf_k=settings.search_rrf_k, neighbour_weight=settings.search_neighbour_weight)
+        return cls(
+            rrf_k=settings.search_rrf_k,
+            neighbour_weight=settings.search_neighbour_weight,
+            archival_hybrid=settings.search_archival_hybrid,
+        )
 
 
 DEFAULT_TUNING = SearchTuning()

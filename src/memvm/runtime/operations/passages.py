@@ -20,6 +20,7 @@ from memvm.orm import Archive, Passage
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.search.dates import parse_bound
 from memvm.search.passages import MergedHit, PassageHit, PassageSearch, fuse_by_rank, newest_first, search_passages
+from memvm.search.tuning import SearchTuning
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +74,7 @@ async def search_for_agent(
     vector = await deps.query_vectors.vector(embedder, filters.query)
     search = _passage_search(filters, scope.archive_ids, EmbeddingModel.of(embedder), vector, start=start, end=end)
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        hits = await search_passages(session, search)
+        hits = await search_passages(session, search, SearchTuning.of(deps.settings))
     return hits, scope.timezone
 
 
@@ -113,7 +114,8 @@ async def search_anywhere(
     if not searches:
         return ScopeHits([], unsearched)
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        rankings = [await search_passages(session, search) for search in searches]
+        tuning = SearchTuning.of(deps.settings)
+        rankings = [await search_passages(session, search, tuning) for search in searches]
     merge = newest_first if text is None else fuse_by_rank
     return ScopeHits(merge(rankings, filters.top_k), unsearched)
 
@@ -177,4 +179,5 @@ def _passage_search(
         match_all_tags=filters.tag_match_mode == "all",
         start=start,
         end=end,
+        query=filters.query,
     )

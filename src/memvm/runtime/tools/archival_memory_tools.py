@@ -63,8 +63,9 @@ async def archival_memory_search(
         match_all_tags=tag_match_mode == "all",
         start=start,
         end=end,
+        query=query,
     )
-    hits = await search_passages(ctx.session, search)
+    hits = await search_passages(ctx.session, search, ctx.search)
     if not hits:
         return _NO_RESULTS
     results = [
