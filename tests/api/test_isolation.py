@@ -53,6 +53,7 @@ BODIES = {
     ("PUT", "/v1/identities/"): {"identifier_key": "mine", "name": "y", "identity_type": "org"},
     ("PATCH", "/v1/identities/{identity_id}"): {"name": "taken over", "agent_ids": ["{agent}"]},
     ("PUT", "/v1/identities/{identity_id}/properties"): [{"key": "k", "value": "taken over", "type": "string"}],
+    ("POST", "/v1/embeddings"): {"input": "garden"},
     ("POST", "/v1/mcp-servers/"): {"server_name": "mine", "config": {"server_url": "http://127.0.0.1:9/sse"}},
     ("PATCH", "/v1/mcp-servers/{mcp_server_id}"): {"server_name": "taken over", "config": {"mcp_server_type": "streamable_http"}},
     ("POST", "/v1/mcp-servers/{mcp_server_id}/tools/{tool_id}/run"): {"args": {}},
@@ -99,6 +100,7 @@ UNSCOPED = {
     ("GET", "/v1/identities/count"),
     ("POST", "/v1/mcp-servers/"),
     ("GET", "/v1/mcp-servers/"),
+    ("POST", "/v1/embeddings"),  # embeds the text it is given; reads and writes nothing stored
 }
 
 

@@ -133,6 +133,8 @@ EXPECTED_OPERATIONS = {
     ("GET", "/v1/folders/{folder_id}/files"),
     ("GET", "/v1/folders/{folder_id}/files/{file_id}"),
     ("DELETE", "/v1/folders/{folder_id}/{file_id}"),
+    # embeddings.py
+    ("POST", "/v1/embeddings"),
     # mcp_servers.py
     ("POST", "/v1/mcp-servers/"),
     ("GET", "/v1/mcp-servers/"),

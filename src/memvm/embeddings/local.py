@@ -134,12 +134,27 @@ class LocalMiniLM:
         vectors: list[list[float]] = (await asyncio.to_thread(self.embed_sync, list(texts))).tolist()
         return vectors
 
+    async def embed_counting(self, texts: Sequence[str]) -> tuple[list[list[float]], int]:
+        """The vectors, and how many tokens the model read (after truncation to MAX_TOKENS): what
+        POST /v1/embeddings reports as its usage."""
+
+        def work() -> tuple[list[list[float]], int]:
+            encodings = self._encode(texts)
+            return self._embed_encodings(encodings).tolist(), sum(len(e.ids) for e in encodings)
+
+        return await asyncio.to_thread(work)
+
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), 384) float32, unit rows. Blocking."""
+        return self._embed_encodings(self._encode(texts))
+
+    def _encode(self, texts: Sequence[str]) -> list[Any]:
+        self.load()
+        return list(self._tokenizer.encode_batch(list(texts)))
+
+    def _embed_encodings(self, encodings: list[Any]) -> np.ndarray:
         import numpy as np
 
-        self.load()
-        encodings = self._tokenizer.encode_batch(list(texts))
         out = np.empty((len(encodings), DIM), dtype=np.float32)
         for chunk in self._chunks([len(e.ids) for e in encodings]):
             out[chunk] = self._embed_batch([encodings[i].ids for i in chunk])
