@@ -17,20 +17,12 @@ from memvm.files.processing import process_next
 from memvm.prompts.service import recompiles_at_end
 from tests.support.api import create_agent
 from tests.support.folder_files import GUIDE, Setup, add_file, agent_with_folder, views_of
+from tests.support.pg import until_waiting
 
 
 @pytest.fixture
 def settings(settings):
     return settings.model_copy(update={"embedding_worker": False})  # the tests drive the file worker
-
-
-async def until_waiting(db, task: asyncio.Task, waiters: int = 1) -> None:
-    """Until `waiters` transactions wait for a lock (or the task is done: it waited for nothing)."""
-    for _ in range(500):
-        if task.done() or await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") >= waiters:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"{waiters} transactions never waited for a lock")
 
 
 def detach_route(client, setup: Setup) -> Coroutine[Any, Any, httpx.Response]:

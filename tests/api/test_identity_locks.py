@@ -8,21 +8,13 @@ import asyncpg
 import pytest
 
 from tests.support.api import create_agent
-from tests.support.pg import asyncpg_dsn
+from tests.support.pg import asyncpg_dsn, until_waiting
 
 
 async def _identity(client, key: str) -> dict:
     response = await client.post("/v1/identities/", json={"identifier_key": key, "name": key, "identity_type": "user"})
     assert response.status_code == 200, response.text
     return response.json()
-
-
-async def _waiting(db: asyncpg.Connection, task: asyncio.Task) -> None:
-    for _ in range(500):
-        if task.done() or await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") >= 1:
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError("the request never waited for the held identity")
 
 
 @pytest.mark.parametrize("member", ["agent", "block"])
@@ -39,7 +31,7 @@ async def test_an_update_naming_identities_waits_for_them_before_it_locks_its_ow
         async with holder.transaction():
             await holder.execute("SELECT 1 FROM identity WHERE id = $1 FOR UPDATE", identity["id"])
             task = asyncio.create_task(request)
-            await _waiting(db, task)
+            await until_waiting(db, task)
             async with db.transaction():  # the member's row is not locked while the identity is awaited
                 free = await db.fetchval(f"SELECT 1 FROM {member} WHERE id = $1 FOR UPDATE NOWAIT", row["id"])
         response = await task

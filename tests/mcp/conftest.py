@@ -1,8 +1,6 @@
 """The MCP port against real servers: the SDK's own server side over stdio (in the tool sandbox's
 jail), streamable HTTP and SSE, and servers that misbehave. No database: the port has none."""
 
-import os
-import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -12,10 +10,8 @@ from memvm.config import Settings
 from memvm.mcpclient.connections import Connections
 from memvm.mcpclient.types import ServerConfig
 from memvm.sandbox.runner import Sandbox
+from tests.support.mcp_api import PYTHON, SERVERS
 from tests.support.sandbox import require_sandbox
-
-SERVERS = Path(__file__).parent.parent / "support" / "mcp"
-PYTHON = os.path.realpath(sys.executable)  # the pyenv `python3` on PATH is a shim script
 
 
 def stdio_config(server_id: str, *args: str, **fields) -> ServerConfig:

@@ -124,6 +124,15 @@ class PgProxy:
         return data
 
 
+async def until_waiting(db: asyncpg.Connection, task: asyncio.Task, waiters: int = 1) -> None:
+    """Until `waiters` transactions wait for a lock (or the task is done: it waited for nothing)."""
+    for _ in range(500):
+        if task.done() or await db.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted") >= waiters:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"{waiters} transactions never waited for a lock")
+
+
 async def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
     """Upgrade the database at `url` to an Alembic revision (tests that start from an older schema),
     or with `down` downgrade it to one."""
