@@ -15,6 +15,9 @@
 #                           # recall@5/10/20 of memvm's search tools and routes and a BM25 baseline;
 #                           # --quick: 30.json only; default data $BENCH_SHARED_DIR/../eval/locomo,
 #                           # default out bench/results/eval/ (eval.json, eval.md, eval.png)
+#   bench/run.sh eval --with-letta [--quick]   # the same harness in the same run against Letta 0.16.8 too
+#                           # (peer as below, on its own PostgreSQL), its agents embedding through memvm's
+#                           # POST /v1/embeddings: a Letta column beside each of memvm's in the report
 #   bench/run.sh --with-letta [--quick]     # side by side in ONE workload.py run: Letta 0.16.8 (installed
 #                           # by $BENCH_SHARED_DIR/letta_peer.sh on first use) and memvm, both on the peer's
 #                           # PostgreSQL 18 + pgvector (databases letta and memvm, pg_stat_statements loaded)
@@ -28,6 +31,7 @@
 #   BENCH_PYTHON       python with httpx (default python3)
 #   MEMVM_BIN          memvm executable (default: next to BENCH_PYTHON, else `memvm` on PATH)
 #   BENCH_PORT         memvm port (9283)          BENCH_LLM_PORT   fake LLM port (8399)
+#   LETTA_PORT         Letta peer port (8283)     PG_PORT          Letta peer's PostgreSQL port (55432)
 #   BENCH_AUTH_PORT    auth mode: port of the authenticated memvm (BENCH_PORT + 1)
 #   BENCH_AUTH_FIRST=1 auth mode: run the authenticated target first (default: local mode first)
 #   BENCH_OPS          comma list of workload ops (default: all of them, archival included;
@@ -37,8 +41,14 @@
 #   BENCH_LETTA_COMPARE targets merged by `workload.py compare` (letta-0.16.8,letta-0.16.8-pooled)
 #   BENCH_TIME_LIMIT   hard wall-clock bound of the workload in seconds (900; 300 with --quick, also
 #                      in auth and tools modes; search mode: 1500; 600 with --quick; eval mode: 3600;
-#                      900 with --quick)
+#                      900 with --quick; twice that with --with-letta)
 #   BENCH_KEEP_DATA=1  keep the temp dir (memvm data dir, logs)
+#   BENCH_EMBED_DIM    vector size of the workload's embedding model (1536): the fake LLM serves it, the
+#                      agents' embedding_config says it, memvm asks for it (MEMVM_EMBEDDING_DIM), e.g. 384
+#
+# Archival scaling: `--scale-sizes 1000,10000,100000` (passed on to workload.py) also gives each size's load
+# --scale-load-timeout max(240, size / 100) s, and the run that much more time (BENCH_TIME_LIMIT,
+# --total-budget) per target, unless given. workload.py's --quick replaces the sizes with 200,1000.
 set -uo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,6 +58,7 @@ PY=${BENCH_PYTHON:-python3}
 PORT=${BENCH_PORT:-9283}
 LLM_PORT=${BENCH_LLM_PORT:-8399}
 LLM_URL="http://127.0.0.1:$LLM_PORT/v1"
+LETTA_PORT=${LETTA_PORT:-8283}
 LETTA_JSON=${BENCH_LETTA_JSON:-$SHARED/results-letta-0.16.8.json}
 LETTA_TARGET=${BENCH_LETTA_TARGET:-letta-0.16.8}
 LETTA_COMPARE=${BENCH_LETTA_COMPARE:-letta-0.16.8,letta-0.16.8-pooled}
@@ -69,7 +80,7 @@ for a in "$@"; do
   case "$a" in
     --quick) QUICK=1 ;;
     --with-letta) WITH_LETTA=1 ;;
-    -h|--help) sed -n '2,41p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,51p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) EXTRA+=("$a") ;;
   esac
 done
@@ -83,10 +94,34 @@ fi
 if [ "$MODE" = search ]; then
   TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 600 || echo 1500)}
 elif [ "$MODE" = eval ]; then
-  TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 900 || echo 3600)}
+  TIME_LIMIT=${BENCH_TIME_LIMIT:-$(( ($([ "$QUICK" = 1 ] && echo 900 || echo 3600)) * (1 + WITH_LETTA) ))}
 else
   TIME_LIMIT=${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 300 || echo 900)}
 fi
+
+# The archival scaling sizes asked for (--scale-sizes X or --scale-sizes=X; the last one wins).
+SCALE_MAX=0
+for i in "${!EXTRA[@]}"; do
+  case "${EXTRA[$i]}" in
+    --scale-sizes) SIZES=${EXTRA[$((i + 1))]:-} ;;
+    --scale-sizes=*) SIZES=${EXTRA[$i]#--scale-sizes=} ;;
+    *) continue ;;
+  esac
+  SCALE_MAX=$(tr ',' '\n' <<< "$SIZES" | sort -n | tail -1)
+done
+SCALE_ARGS=()
+if [ "${SCALE_MAX:-0}" -gt 10000 ] 2>/dev/null; then
+  # Loading through the API at 100-1,000 passages/s: a 100k archive takes minutes per target.
+  LOAD_S=$(( SCALE_MAX / 100 > 240 ? SCALE_MAX / 100 : 240 ))
+  [ -z "${BENCH_TIME_LIMIT:-}" ] && TIME_LIMIT=$(( TIME_LIMIT + 2 * LOAD_S ))
+  [[ " ${EXTRA[*]} " == *" --scale-load-timeout"* ]] || SCALE_ARGS+=(--scale-load-timeout "$LOAD_S")
+  [[ " ${EXTRA[*]} " == *" --total-budget"* ]] || SCALE_ARGS+=(--total-budget "$TIME_LIMIT")
+fi
+EMBED_DIM=${BENCH_EMBED_DIM:-1536}
+EMBED_ARGS=(--embedding-dim "$EMBED_DIM")
+MEMVM_EMBED_ENV=""
+# text-embedding-3-small at another size (OpenAI's `dimensions`): memvm asks for it, the fake LLM serves it
+[ "$EMBED_DIM" != 1536 ] && MEMVM_EMBED_ENV="MEMVM_EMBEDDING_DIM=$EMBED_DIM "
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 
@@ -132,7 +167,9 @@ run_workload() {
   echo "workload finished rc=$WL_RC in $(( $(date +%s) - t0 )) s; load average before: $LOAD0, after: $LOAD1"
 }
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
-[ "$MODE" != search ] && [ "$MODE" != eval ] && port_busy "$LLM_PORT" && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+{ [ "$MODE" != search ] && [ "$MODE" != eval ] || [ "$WITH_LETTA" = 1 ]; } && port_busy "$LLM_PORT" \
+  && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"
+[ "$WITH_LETTA" = 1 ] && port_busy "$LETTA_PORT" && die "127.0.0.1:$LETTA_PORT is already in use (set LETTA_PORT)"
 [ "$MODE" = auth ] && port_busy "$AUTH_PORT" && die "127.0.0.1:$AUTH_PORT is already in use (set BENCH_AUTH_PORT)"
 
 SUFFIX=$([ "$MODE" != workload ] && echo "-$MODE" || true)$([ "$QUICK" = 1 ] && echo "-quick" || true)
@@ -157,6 +194,7 @@ fi
 FAKE_PID=""
 WL_PID=""
 SERVER_PID=""
+LETTA_PID=""
 
 # ---------------------------------------------------------------- cleanup (only what we started)
 memvm_pids() {  # memvm processes whose environment names one of our private data dirs
@@ -173,7 +211,7 @@ cleanup() {
   if [ -n "$WL_PID" ] && kill -0 "$WL_PID" 2>/dev/null; then
     kill -INT "$WL_PID" 2>/dev/null; wait_gone "$WL_PID" 60 || kill -KILL "$WL_PID" 2>/dev/null
   fi
-  for p in $(memvm_pids); do
+  for p in $LETTA_PID $(memvm_pids); do
     kill -TERM "$p" 2>/dev/null; wait_gone "$p" 40 || kill -KILL "$p" 2>/dev/null
   done
   for d in "${DATA_DIRS[@]}"; do
@@ -194,11 +232,32 @@ cleanup() {
     n=${f##*/memvm}
     cp "$f" "$RESULTS/$STAMP-memvm$SUFFIX${n%.log}-server.log"
   done
+  [ -f "$WORK/letta.log" ] && cp "$WORK/letta.log" "$RESULTS/$STAMP-letta$SUFFIX-server.log"
   if [ "${BENCH_KEEP_DATA:-0}" = 1 ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
   exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
+
+# ---------------------------------------------------------------- shared by the modes that run Letta
+start_fake_llm() {  # the instant fake LLM: memvm's turns call it, and Letta's agents need an LLM to exist
+  "$PY" "$SHARED/fake_llm.py" --host 127.0.0.1 --port "$LLM_PORT" --dim "$EMBED_DIM" > "$WORK/fake_llm.log" 2>&1 &
+  FAKE_PID=$!
+  wait_ok "http://127.0.0.1:$LLM_PORT/health" "$FAKE_PID" "$WORK/fake_llm.log" 100 0.2 "fake LLM"
+  echo "fake LLM up on $LLM_URL (pid $FAKE_PID)"
+}
+# peer_up: the Letta 0.16.8 peer (installed by letta_peer.sh on first use), its PostgreSQL started and its
+# letta database fresh; sets PEER, PEER_PG_PORT and PEER_PSQL.
+peer_up() {
+  PEER="$SHARED/letta_peer.sh"
+  PEER_PG_PORT=${PG_PORT:-55432}
+  PEER_PSQL="$(dirname "$PSQL")/psql"
+  [ -x /tmp/letta-peer/bin/letta ] || bash "$PEER" install > "$WORK/letta-install.log" 2>&1 \
+    || die "letta_peer.sh install failed: $(tail -5 "$WORK/letta-install.log")"
+  LLM_URL="$LLM_URL" bash "$PEER" pg-start > "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh pg-start failed: $(tail -5 "$WORK/letta-pg.log")"
+  PEER_STARTED_PG=1
+  LLM_URL="$LLM_URL" bash "$PEER" db-reset >> "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh db-reset failed: $(tail -5 "$WORK/letta-pg.log")"
+}
 
 # ---------------------------------------------------------------- search mode (search_bench.py)
 if [ "$MODE" = search ]; then
@@ -232,6 +291,17 @@ fi
 if [ "$MODE" = eval ]; then
   EVAL_ARGS=(--data "$(dirname "$SHARED")/eval/locomo" --out "$RESULTS/eval")
   [ "$QUICK" = 1 ] && EVAL_ARGS+=(--quick)
+  if [ "$WITH_LETTA" = 1 ]; then  # Letta first: its start is the slow one, and it needs no memvm to start
+    start_fake_llm
+    peer_up
+    LLM_URL="$LLM_URL" LETTA_PORT="$LETTA_PORT" bash -c "$(LLM_URL="$LLM_URL" LETTA_PORT="$LETTA_PORT" bash "$PEER" server-cmd)" \
+      > "$WORK/letta.log" 2>&1 &
+    LETTA_PID=$!
+    wait_ok "http://127.0.0.1:$LETTA_PORT/v1/health/" "$LETTA_PID" "$WORK/letta.log" 600 0.5 Letta \
+      || die "Letta did not become healthy: $(tail -5 "$WORK/letta.log")"
+    echo "Letta 0.16.8 up on 127.0.0.1:$LETTA_PORT (pid $LETTA_PID), PostgreSQL 127.0.0.1:$PEER_PG_PORT"
+    EVAL_ARGS+=(--letta-url "http://127.0.0.1:$LETTA_PORT" --letta-llm-url "$LLM_URL")
+  fi
   # No LLM: retrieval never calls the chat model. memvm runs with its defaults (the local embedding model).
   env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR="$DATA" MEMVM_OPENAI_API_KEY=x \
     "$MEMVM_BIN" serve --host 127.0.0.1 --port "$PORT" > "$WORK/memvm.log" 2>&1 &
@@ -252,17 +322,14 @@ if [ "$MODE" = eval ]; then
 fi
 
 # ---------------------------------------------------------------- fake LLM
-"$PY" "$SHARED/fake_llm.py" --host 127.0.0.1 --port "$LLM_PORT" > "$WORK/fake_llm.log" 2>&1 &
-FAKE_PID=$!
-wait_ok "http://127.0.0.1:$LLM_PORT/health" "$FAKE_PID" "$WORK/fake_llm.log" 100 0.2 "fake LLM"
-echo "fake LLM up on $LLM_URL (pid $FAKE_PID)"
+start_fake_llm
 
 # ---------------------------------------------------------------- memvm + workload
 # server_cmd DATA_DIR PORT: how workload.py starts memvm on its own embedded database. No admin key from
 # the caller's shell: whether keys are required is decided by the database alone (auth mode makes one).
 server_cmd() {
   echo "exec env -u MEMVM_DATABASE_URL -u MEMVM_ADMIN_API_KEY MEMVM_DATA_DIR=$(printf %q "$1") \
-MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x \
+MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x $MEMVM_EMBED_ENV\
 $(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $2"
 }
 
@@ -372,14 +439,7 @@ fi
 
 # ---------------------------------------------------------------- side by side with the Letta peer, one run
 if [ "$WITH_LETTA" = 1 ]; then
-  PEER="$SHARED/letta_peer.sh"
-  PEER_PG_PORT=${PG_PORT:-55432}
-  PEER_PSQL="$(dirname "$PSQL")/psql"
-  [ -x /tmp/letta-peer/bin/letta ] || bash "$PEER" install > "$WORK/letta-install.log" 2>&1 \
-    || die "letta_peer.sh install failed: $(tail -5 "$WORK/letta-install.log")"
-  LLM_URL="$LLM_URL" bash "$PEER" pg-start > "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh pg-start failed: $(tail -5 "$WORK/letta-pg.log")"
-  PEER_STARTED_PG=1
-  LLM_URL="$LLM_URL" bash "$PEER" db-reset >> "$WORK/letta-pg.log" 2>&1 || die "letta_peer.sh db-reset failed: $(tail -5 "$WORK/letta-pg.log")"
+  peer_up
   "$PEER_PSQL" -h 127.0.0.1 -p "$PEER_PG_PORT" -U postgres -d postgres -q \
     -c "drop database if exists memvm with (force)" -c "create database memvm owner letta" >> "$WORK/letta-pg.log" 2>&1 \
     || die "could not create the memvm database on the peer's PostgreSQL"
@@ -388,14 +448,14 @@ if [ "$WITH_LETTA" = 1 ]; then
   POSTMASTER=$(head -1 /tmp/letta-pg/data/postmaster.pid)
   MEMVM_URL="postgresql+asyncpg://letta:letta@127.0.0.1:$PEER_PG_PORT/memvm"
   TARGETS="$WORK/targets.json"
-  "$PY" - "$TARGETS" "$(LLM_URL="$LLM_URL" bash "$PEER" server-cmd)" "$WORK" "$PEER_PG_PORT" "$POSTMASTER" "$PORT" \
+  "$PY" - "$TARGETS" "$(LLM_URL="$LLM_URL" LETTA_PORT="$LETTA_PORT" bash "$PEER" server-cmd)" "$WORK" "$PEER_PG_PORT" "$POSTMASTER" "$PORT" "$LETTA_PORT" \
     "exec env -u MEMVM_ADMIN_API_KEY MEMVM_DATABASE_URL=$MEMVM_URL MEMVM_OPENAI_BASE_URL=$LLM_URL OPENAI_BASE_URL=$LLM_URL \
-MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x $(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $PORT" <<'PYEOF'
+MEMVM_OPENAI_API_KEY=x OPENAI_API_KEY=x $MEMVM_EMBED_ENV$(printf %q "$MEMVM_BIN") serve --host 127.0.0.1 --port $PORT" <<'PYEOF'
 import json, sys
-out, letta_cmd, work, pg_port, postmaster, port, memvm_cmd = sys.argv[1:]
+out, letta_cmd, work, pg_port, postmaster, port, letta_port, memvm_cmd = sys.argv[1:]
 dsn = f"postgresql://letta:letta@127.0.0.1:{pg_port}"
 json.dump([
-    {"name": "letta-0.16.8", "base_url": "http://127.0.0.1:8283", "server_cmd": letta_cmd,
+    {"name": "letta-0.16.8", "base_url": f"http://127.0.0.1:{letta_port}", "server_cmd": letta_cmd,
      "server_log": f"{work}/letta.log", "pg_dsn": f"{dsn}/letta", "db_pid": int(postmaster)},
     {"name": "memvm", "base_url": f"http://127.0.0.1:{port}", "server_cmd": memvm_cmd,
      "server_log": f"{work}/memvm.log", "pg_dsn": f"{dsn}/memvm", "db_pid": int(postmaster)},
@@ -403,9 +463,8 @@ json.dump([
 PYEOF
   echo "side by side: Letta 0.16.8 and memvm on PostgreSQL 127.0.0.1:$PEER_PG_PORT; ops=$OPS quick=$QUICK -> $OUT_JSON"
   run_workload --targets "$TARGETS" --psql "$PEER_PSQL" --llm-url "$LLM_URL" --ops "$OPS" --start-timeout 180 \
-    "${QUICK_ARGS[@]}" "${EXTRA[@]}" --out-json "$OUT_JSON" --out-md "$OUT_MD"
+    "${EMBED_ARGS[@]}" "${SCALE_ARGS[@]}" "${QUICK_ARGS[@]}" "${EXTRA[@]}" --out-json "$OUT_JSON" --out-md "$OUT_MD"
   [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC)"
-  cp "$WORK/letta.log" "$RESULTS/$STAMP-letta$SUFFIX-server.log" 2>/dev/null
   {
     echo "# memvm vs Letta 0.16.8, side by side in one run — $STAMP$SUFFIX"
     echo
@@ -428,7 +487,7 @@ run_workload --name memvm --base-url "http://127.0.0.1:$PORT" \
   --pg-dsn "postgresql://postgres@/postgres?host=$DATA/pg" --psql "$PSQL" \
   --llm-url "$LLM_URL" \
   --ops "$OPS" --start-timeout 120 \
-  "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
+  "${EMBED_ARGS[@]}" "${SCALE_ARGS[@]}" "${QUICK_ARGS[@]}" "${EXTRA[@]}" \
   --out-json "$OUT_JSON" --out-md "$OUT_MD"
 [ -f "$OUT_JSON" ] || die "no result JSON (rc=$WL_RC); server log: $RESULTS/$STAMP-memvm$SUFFIX-server.log"
 

@@ -1,22 +1,33 @@
-"""Ingest each conversation, ask every scored question to every method at every k, score."""
+"""Ingest each conversation into a server, ask every scored question to every method at every k, score."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from .data import SCORED_CATEGORIES, Conversation
-from .ingest import PendingCount, ingest
+from .ingest import AgentSettings, PendingCount, ingest, no_pending
 from .methods import METHODS, Target, messages_vector
 from .scoring import Outcome, all_found, recall_at_k, summarize
 
 KS = (5, 10, 20)
 TOKEN_CHARS = 4  # tokens of returned context = characters / 4
 GROUPS = {"tune": ("26", "30"), "held_out": ("41", "42", "43")}
+
+
+@dataclass(frozen=True)
+class Server:
+    """A server the conversations go into: memvm, or Letta 0.16.8 with `--letta-url`."""
+
+    name: str
+    settings: AgentSettings = field(default_factory=dict)  # merged into every agent the harness makes
+    pending: PendingCount = no_pending  # messages its embedding worker has still to embed
+    # memvm's search routes cache a query's vector: each question is embedded once, untimed, before
+    warm_query_vectors: bool = False
 
 
 @dataclass
@@ -68,7 +79,7 @@ def describe(conversation: Conversation) -> dict[str, Any]:
 
 
 async def ask_all(
-    client: httpx.AsyncClient, target: Target, evaluation: Evaluation
+    client: httpx.AsyncClient, target: Target, evaluation: Evaluation, warm: bool
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Every method at every k for every scored question; per-question recall for the JSON."""
     per_question = [
@@ -79,7 +90,7 @@ async def ask_all(
     clipped: dict[str, int] = {}
     # Untimed: the routes cache a query's vector, so without this whichever of them came first would pay
     # each question's embedding. The tools embed on every call (as in a turn), cached or not.
-    for question in target.conversation.scored:
+    for question in target.conversation.scored if warm else ():
         await messages_vector(client, target, question.text, 1)
     for method in evaluation.methods:
         ask = METHODS[method][1]
@@ -102,23 +113,30 @@ async def ask_all(
 async def evaluate(
     client: httpx.AsyncClient,
     conversations: Sequence[Conversation],
-    pending: PendingCount,
+    server: Server,
     *,
     methods: Sequence[str] = tuple(METHODS),
     ks: Sequence[int] = KS,
     embed_timeout: float = 1800.0,
     log: Any = print,
+    done: Callable[[Evaluation], None] = lambda _: None,
 ) -> Evaluation:
+    """Every conversation into the server and every question asked; `done` sees the evaluation after
+    each conversation (to save what is measured so far)."""
     evaluation = Evaluation(methods, ks)
     for conversation in conversations:
         entry = describe(conversation)
-        log(f"{conversation.name}: {entry['turns']} turns, {entry['questions_scored']} scored questions; ingesting")
-        ingested = await ingest(client, conversation, pending, embed_timeout)
-        log(f"{conversation.name}: ingested in {sum(ingested.seconds.values()):.1f} s {ingested.seconds}; querying")
+        name = f"{server.name} {conversation.name}"
+        log(f"{name}: {entry['turns']} turns, {entry['questions_scored']} scored questions; ingesting")
+        ingested = await ingest(client, conversation, server.settings, server.pending, embed_timeout)
+        log(f"{name}: ingested in {sum(ingested.seconds.values()):.1f} s {ingested.seconds}; querying")
+        if ingested.lost_turns:
+            log(f"{name}: {len(ingested.lost_turns)} turns not listed back after the import: {ingested.lost_turns[:10]}")
         start = time.perf_counter()
         target = Target.of(conversation, ingested.agent_id, ingested.session_agent_id)
-        clipped, per_question = await ask_all(client, target, evaluation)
+        clipped, per_question = await ask_all(client, target, evaluation, server.warm_query_vectors)
         entry |= {
+            "lost_turns": ingested.lost_turns,
             "agent_id": ingested.agent_id,
             "session_agent_id": ingested.session_agent_id,
             "ingest_seconds": ingested.seconds,
@@ -128,5 +146,6 @@ async def evaluate(
             "per_question": per_question,
         }
         evaluation.conversations[conversation.name] = entry
-        log(f"{conversation.name}: {len(per_question)} questions asked in {entry['query_seconds']} s")
+        log(f"{name}: {len(per_question)} questions asked in {entry['query_seconds']} s")
+        done(evaluation)
     return evaluation

@@ -1,6 +1,8 @@
-"""Putting a conversation into memvm through its public API only: the history as an imported agent
-file (there is no route that adds history without running the agent), one archival passage per turn
-on that agent, and a second agent with one passage per session."""
+"""Putting a conversation into a server through its public API only: the history as an imported agent
+file (memvm has no route that adds history without running the agent; Letta 0.16.8's one, the unlisted
+POST /v1/agents/{id}/messages/capture, dates every message now), one archival passage per turn on that
+agent, and a second agent with one passage per session. The same routes serve memvm and Letta 0.16.8;
+only the agents' settings differ (`AgentSettings`)."""
 
 from __future__ import annotations
 
@@ -10,12 +12,14 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 
 from .data import Conversation, Turn, epoch_of
 
 PendingCount = Callable[[], Awaitable[int]]
+AgentSettings = dict[str, Any]  # merged into every agent the harness makes (file and create body)
 # never called: retrieval does not use the chat model
 UNUSED_LLM = {
     "model": "unused",
@@ -24,6 +28,7 @@ UNUSED_LLM = {
     "context_window": 32000,
 }
 SEARCH_TOOLS = ("conversation_search", "archival_memory_search")
+INSERTS_AT_ONCE = 4
 # A session passage longer than this is cut into several (memvm's passage limit is 10,000 characters).
 SESSION_CHUNK_CHARS = 9_000
 # What the embedding worker still has to embed in `message` (its queue predicate, memvm/orm/message.py).
@@ -40,6 +45,12 @@ class Ingested:
     agent_id: str  # history + one passage per turn
     session_agent_id: str  # one passage per session
     seconds: dict[str, float]
+    lost_turns: list[str]  # dia_ids of turns the history listed back does not hold
+
+
+async def no_pending() -> int:
+    """For a server that embeds on insert and not in a background worker (Letta's passages)."""
+    return 0
 
 
 def _file_message(index: int, role: str, text: str, at: datetime) -> dict[str, object]:
@@ -55,7 +66,7 @@ def _file_message(index: int, role: str, text: str, at: datetime) -> dict[str, o
     }
 
 
-def agent_file(conversation: Conversation) -> dict[str, object]:
+def agent_file(conversation: Conversation, settings: AgentSettings | None = None) -> dict[str, object]:
     """A memvm/Letta multi-entity agent file whose history is every turn: the first speaker's turns
     as `user`, the second's as `assistant`; only the system message in the context window."""
     first = conversation.speakers[0]
@@ -70,11 +81,15 @@ def agent_file(conversation: Conversation) -> dict[str, object]:
         "agent_type": "letta_v1_agent",
         "system": "LoCoMo evaluation agent.",
         "llm_config": UNUSED_LLM,
-        "tool_ids": [t["id"] for t in tools],
+        "tool_ids": [str(t["id"]) for t in tools],
         "in_context_message_ids": ["message-0"],
         "messages": messages,
+        **(settings or {}),
     }
-    return {"agents": [agent], "blocks": [], "tools": tools, "groups": [], "files": [], "sources": [], "metadata": {}}
+    # the file carries the tools its agent names (settings may name none: Letta gives its own)
+    tools = [t for t in tools if t["id"] in agent["tool_ids"]]
+    entities = {"blocks": [], "tools": tools, "groups": [], "files": [], "sources": [], "mcp_servers": []}
+    return {"agents": [agent], **entities, "metadata": {}}  # every list Letta's AgentFileSchema requires
 
 
 def _ok(response: httpx.Response) -> httpx.Response:
@@ -85,8 +100,8 @@ def _ok(response: httpx.Response) -> httpx.Response:
     return response
 
 
-async def import_history(client: httpx.AsyncClient, conversation: Conversation) -> str:
-    content = json.dumps(agent_file(conversation)).encode()
+async def import_history(client: httpx.AsyncClient, conversation: Conversation, settings: AgentSettings) -> str:
+    content = json.dumps(agent_file(conversation, settings)).encode()
     files = {"file": (f"locomo-{conversation.name}.af", content, "application/json")}
     response = _ok(await client.post("/v1/agents/import", files=files))
     [agent_id] = response.json()["agent_ids"]
@@ -108,25 +123,30 @@ async def listed_history(client: httpx.AsyncClient, agent_id: str) -> list[dict[
         after = str(page[-1]["id"])
 
 
-async def check_history(client: httpx.AsyncClient, agent_id: str, conversation: Conversation) -> None:
-    """The stored history holds every turn, in order, with its time and text: so a message's (time,
-    content) names its dia_id."""
+async def lost_turns(client: httpx.AsyncClient, agent_id: str, conversation: Conversation) -> list[str]:
+    """The turns the stored history does not give back with their time and text, in conversation
+    order; a message's (time, content) names its dia_id, so a lost turn can never be found."""
     listed = await listed_history(client, agent_id)
-    stored = [(epoch_of(str(m["date"])), m.get("content")) for m in listed]
-    expected = [(int(t.at.timestamp()), t.content) for t in conversation.turns]
-    if stored != expected:
-        wrong = next(
-            (i for i, (a, b) in enumerate(zip(stored, expected, strict=False)) if a != b), min(len(stored), len(expected))
-        )
-        raise RuntimeError(
-            f"{conversation.name}: the imported history differs from the turns at position {wrong} "
-            f"({len(stored)} messages listed, {len(expected)} turns)"
-        )
+    stored = {(epoch_of(str(m["date"])), m.get("content")) for m in listed}
+    return [t.dia_id for t in conversation.turns if (int(t.at.timestamp()), t.content) not in stored]
 
 
 async def insert_passage(client: httpx.AsyncClient, agent_id: str, text: str, tags: list[str], at: datetime) -> None:
     body = {"text": text, "tags": tags, "created_at": at.isoformat()}
     _ok(await client.post(f"/v1/agents/{agent_id}/archival-memory", json=body))
+
+
+async def insert_passages(client: httpx.AsyncClient, agent_id: str, chunks: list[list[Turn]]) -> None:
+    """One passage per chunk of turns (their texts joined, tagged with their dia_ids, dated by the
+    first), a few at once: how long ingestion takes is not what is measured, and each insert embeds."""
+    gate = asyncio.Semaphore(INSERTS_AT_ONCE)
+
+    async def insert(chunk: list[Turn]) -> None:
+        async with gate:
+            text = "\n".join(t.content for t in chunk)
+            await insert_passage(client, agent_id, text, [t.dia_id for t in chunk], chunk[0].at)
+
+    await asyncio.gather(*(insert(chunk) for chunk in chunks))
 
 
 def session_chunks(turns: list[Turn]) -> list[list[Turn]]:
@@ -142,13 +162,16 @@ def session_chunks(turns: list[Turn]) -> list[list[Turn]]:
     return chunks
 
 
-async def create_session_agent(client: httpx.AsyncClient, conversation: Conversation) -> str:
-    body = {"name": f"locomo-{conversation.name}-sessions", "llm_config": UNUSED_LLM, "tools": ["archival_memory_search"]}
+async def create_session_agent(client: httpx.AsyncClient, conversation: Conversation, settings: AgentSettings) -> str:
+    body = {
+        "name": f"locomo-{conversation.name}-sessions",
+        "llm_config": UNUSED_LLM,
+        "tools": ["archival_memory_search"],
+        **settings,
+    }
     agent_id = str((_ok(await client.post("/v1/agents/", json=body))).json()["id"])
-    for number in sorted(conversation.sessions):
-        for chunk in session_chunks(conversation.sessions[number]):
-            text = "\n".join(t.content for t in chunk)
-            await insert_passage(client, agent_id, text, [t.dia_id for t in chunk], chunk[0].at)
+    chunks = [chunk for number in sorted(conversation.sessions) for chunk in session_chunks(conversation.sessions[number])]
+    await insert_passages(client, agent_id, chunks)
     return agent_id
 
 
@@ -162,18 +185,19 @@ async def wait_embedded(pending: PendingCount, timeout: float) -> float:
     return time.perf_counter() - start
 
 
-async def ingest(client: httpx.AsyncClient, conversation: Conversation, pending: PendingCount, timeout: float) -> Ingested:
+async def ingest(
+    client: httpx.AsyncClient, conversation: Conversation, settings: AgentSettings, pending: PendingCount, timeout: float
+) -> Ingested:
     seconds: dict[str, float] = {}
     start = time.perf_counter()
-    agent_id = await import_history(client, conversation)
-    await check_history(client, agent_id, conversation)
+    agent_id = await import_history(client, conversation, settings)
+    lost = await lost_turns(client, agent_id, conversation)
     seconds["import_history"] = time.perf_counter() - start
     start = time.perf_counter()
-    for turn in conversation.turns:
-        await insert_passage(client, agent_id, turn.content, [turn.dia_id], turn.at)
+    await insert_passages(client, agent_id, [[turn] for turn in conversation.turns])
     seconds["turn_passages"] = time.perf_counter() - start
     start = time.perf_counter()
-    session_agent_id = await create_session_agent(client, conversation)
+    session_agent_id = await create_session_agent(client, conversation, settings)
     seconds["session_passages"] = time.perf_counter() - start
     seconds["wait_message_embeddings"] = await wait_embedded(pending, timeout)
-    return Ingested(agent_id, session_agent_id, {k: round(v, 2) for k, v in seconds.items()})
+    return Ingested(agent_id, session_agent_id, {k: round(v, 2) for k, v in seconds.items()}, lost)

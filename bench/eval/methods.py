@@ -1,8 +1,10 @@
-"""The retrieval methods compared, each asked one question at one k: memvm's tools (the code path
-the agent's tools run), memvm's search routes in one mode, and the harness's own BM25."""
+"""The retrieval methods compared, each asked one question at one k: the server's tools (the code path
+the agent's tools run), memvm's search routes in one mode, and the harness's own BM25. The tools are
+asked through the same route on memvm and Letta 0.16.8 (`POST /v1/agents/{id}/tools/{name}/run`)."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import time
@@ -29,7 +31,7 @@ class Answer:
 
 @dataclass(frozen=True)
 class Target:
-    """Where a conversation lives in memvm, and how to name its turns from what searches return."""
+    """Where a conversation lives in a server, and how to name its turns from what searches return."""
 
     conversation: Conversation
     agent_id: str
@@ -61,37 +63,56 @@ async def _timed(client: httpx.AsyncClient, method: str, path: str, **kw: Any) -
     return response, elapsed
 
 
-async def _run_tool(client: httpx.AsyncClient, agent_id: str, tool: str, args: dict[str, Any]) -> tuple[str, float]:
+async def _run_tool(client: httpx.AsyncClient, agent_id: str, tool: str, args: dict[str, Any]) -> tuple[Any, int, float]:
+    """The tool's return (as the route gives it), its length in characters, and the call's latency."""
     response, elapsed = await _timed(client, "POST", f"/v1/agents/{agent_id}/tools/{tool}/run", json={"args": args})
     result = response.json()
     if result["status"] != "success":
-        raise RuntimeError(f"{tool} failed: {result['func_return'][:500]}")
-    return str(result["func_return"]), elapsed
+        raise RuntimeError(f"{tool} failed: {str(result.get('func_return') or result.get('stderr'))[:500]}")
+    returned = result["func_return"]
+    text = returned if isinstance(returned, str) else json.dumps(returned, ensure_ascii=False)
+    return returned, len(text), elapsed
 
 
 _CLIP_MARK = "\n… [truncated: the result exceeded"  # what memvm appends to a return cut at its limit
+# What Letta appends to a return over the tool's limit; it cuts nothing, and the text before it is the
+# return's Python repr (its tool executor calls str() on the list).
+_LETTA_OVER_LIMIT = "... [NOTE: function output was truncated"
+
+
+def _results(returned: Any) -> list[dict[str, Any]]:
+    """A search tool's results: memvm returns JSON text holding {"results": [...]}; Letta returns the
+    data itself ({"results": [...]} for messages, the bare list for passages), or its repr plus a note
+    when it is over the tool's character limit."""
+    if isinstance(returned, str):
+        note = returned.rfind(_LETTA_OVER_LIMIT)
+        text = returned[:note] if note >= 0 else returned
+        try:
+            returned = json.loads(text)
+        except json.JSONDecodeError:  # Letta's repr of a list of dicts (quotes, None) is no JSON
+            returned = ast.literal_eval(text)
+    return list(returned["results"] if isinstance(returned, dict) else returned)
 
 
 async def conversation_search(client: httpx.AsyncClient, target: Target, query: str, k: int) -> Answer:
-    text, elapsed = await _run_tool(client, target.agent_id, "conversation_search", {"query": query, "limit": k})
-    results = json.loads(text)["results"]
-    ranking = [target.dia_id_of_message(r["timestamp"], r["content"]) for r in results]
-    return Answer(ranking, elapsed, len(text))
+    returned, chars, elapsed = await _run_tool(client, target.agent_id, "conversation_search", {"query": query, "limit": k})
+    ranking = [target.dia_id_of_message(r["timestamp"], r["content"]) for r in _results(returned)]
+    return Answer(ranking, elapsed, chars)
 
 
-def _passage_tags(text: str) -> tuple[list[frozenset[str]], bool]:
-    """The tags of each passage in a tool's return, in order; a return cut at the tool's character
-    limit keeps the passages whose tags made it (the model would not see the others' either)."""
-    cut = text.rfind(_CLIP_MARK)
+def _passage_tags(returned: Any) -> tuple[list[frozenset[str]], bool]:
+    """The tags of each passage in a tool's return, in order; a return memvm cut at the tool's
+    character limit keeps the passages whose tags made it (the model would not see the others' either)."""
+    cut = returned.rfind(_CLIP_MARK) if isinstance(returned, str) else -1
     if cut >= 0:  # a passage whose tags were cut off has no closing bracket, so it is not matched
-        return [frozenset(json.loads(tags)) for tags in _TAGS.findall(text[:cut])], True
-    return [frozenset(r["tags"]) for r in json.loads(text)["results"]], False
+        return [frozenset(json.loads(tags)) for tags in _TAGS.findall(returned[:cut])], True
+    return [frozenset(r["tags"]) for r in _results(returned)], False
 
 
 async def _archival_tool(client: httpx.AsyncClient, agent_id: str, query: str, k: int) -> Answer:
-    text, elapsed = await _run_tool(client, agent_id, "archival_memory_search", {"query": query, "top_k": k})
-    ranking, clipped = _passage_tags(text)
-    return Answer(ranking, elapsed, len(text), clipped)
+    returned, chars, elapsed = await _run_tool(client, agent_id, "archival_memory_search", {"query": query, "top_k": k})
+    ranking, clipped = _passage_tags(returned)
+    return Answer(ranking, elapsed, chars, clipped)
 
 
 async def archival_turns(client: httpx.AsyncClient, target: Target, query: str, k: int) -> Answer:

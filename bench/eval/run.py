@@ -1,10 +1,13 @@
-"""The command line: `python3 -m bench.eval` against a running memvm whose database it may read."""
+"""The command line: `python3 -m bench.eval` against a running memvm whose database it may read, and
+with `--letta-url` against a running Letta 0.16.8 too, which embeds through that memvm."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import time
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,10 +15,12 @@ from typing import Any
 import asyncpg
 import httpx
 
-from .data import load_dir
-from .evaluate import KS, Evaluation, evaluate
+from .data import Conversation, load_dir
+from .evaluate import KS, Evaluation, Server, evaluate
 from .ingest import PENDING_MESSAGES_SQL, PendingCount
+from .letta import LETTA_METHODS, LETTA_NOTES, NOT_ON_LETTA, letta_facts, letta_settings
 from .methods import METHODS
+from .relay import closing_relay
 from .report import write
 
 QUICK_CONVERSATION = "30"
@@ -33,6 +38,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--methods", default=",".join(METHODS), help="comma list of " + ", ".join(METHODS))
     ap.add_argument("--ks", default=",".join(map(str, KS)))
     ap.add_argument("--embed-timeout", type=float, default=1800.0, help="seconds to wait for the embedding worker")
+    ap.add_argument("--letta-url", default="", help="also put the conversations into the Letta 0.16.8 server there and ask it")
+    ap.add_argument(
+        "--letta-llm-url", default="http://127.0.0.1:8399/v1", help="the OpenAI-compatible LLM Letta's agents name (never called)"
+    )
     return ap.parse_args(argv)
 
 
@@ -60,7 +69,17 @@ async def server_facts(client: httpx.AsyncClient, evaluation: Evaluation) -> dic
     return {"memvm_version": version, "embedding_model": model}
 
 
+def server_section(evaluation: Evaluation) -> dict[str, Any]:
+    """What the report holds for one server: its methods, each conversation, and the groups."""
+    return {
+        "methods": {m: METHODS[m][0] for m in evaluation.methods},
+        "conversations": evaluation.conversations,
+        "groups": evaluation.groups(),
+    }
+
+
 def build_report(evaluation: Evaluation, data_dir: Path, facts: dict[str, Any], seconds: float) -> dict[str, Any]:
+    """memvm's results at the top level; `letta_report` adds Letta's under "letta"."""
     files = [{"file": c["file"], "sha256": c["sha256"]} for c in evaluation.conversations.values()]
     return {
         "metadata": {
@@ -70,11 +89,47 @@ def build_report(evaluation: Evaluation, data_dir: Path, facts: dict[str, Any], 
             "wall_seconds": round(seconds, 1),
             **facts,
         },
-        "methods": {m: METHODS[m][0] for m in evaluation.methods},
         "ks": list(evaluation.ks),
-        "conversations": evaluation.conversations,
-        "groups": evaluation.groups(),
+        **server_section(evaluation),
     }
+
+
+def letta_report(evaluation: Evaluation, facts: dict[str, Any], asked: Sequence[str]) -> dict[str, Any]:
+    """Letta's section: its results, and why the methods it lacks have no column."""
+    missing = {m: NOT_ON_LETTA[m] for m in asked if m not in evaluation.methods}
+    return {"metadata": facts, **server_section(evaluation), "not_available": missing, "notes": list(LETTA_NOTES)}
+
+
+def load_average() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+async def evaluate_letta(
+    args: argparse.Namespace,
+    memvm: httpx.AsyncClient,
+    conversations: list[Conversation],
+    methods: list[str],
+    ks: list[int],
+    save: Callable[[dict[str, Any]], None],
+) -> None:
+    """The same conversations and questions against Letta, with memvm's embedding model; Letta's part
+    of the report is saved after each conversation (the run is long)."""
+    start, load_before = time.perf_counter(), load_average()
+    async with closing_relay(memvm) as relay, httpx.AsyncClient(base_url=args.letta_url, timeout=300) as client:
+        settings = await letta_settings(memvm, args.letta_llm_url, relay)
+        facts = await letta_facts(client, settings)
+        facts["embedding_relay"] = f"{relay} -> {memvm.base_url} (closes each connection; bench/eval/relay.py)"
+
+        def checkpoint(partial: Evaluation) -> None:
+            now = {
+                "wall_seconds": round(time.perf_counter() - start, 1),
+                "load_average": [load_before, load_average()],
+                "conversations_done": f"{len(partial.outcomes)} of {len(conversations)}",
+            }
+            save(letta_report(partial, facts | now, methods))
+
+        letta_methods = [m for m in methods if m in LETTA_METHODS]
+        await evaluate(client, conversations, Server("letta", settings), methods=letta_methods, ks=ks, done=checkpoint)
 
 
 async def run(args: argparse.Namespace) -> list[Path]:
@@ -84,22 +139,28 @@ async def run(args: argparse.Namespace) -> list[Path]:
     unknown = sorted(set(methods) - set(METHODS))
     if unknown:
         raise SystemExit(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
-    start = time.perf_counter()
+    ks = [int(k) for k in args.ks.split(",")]
+    start, load_before = time.perf_counter(), load_average()
     connection = await connect(args.memvm_data_dir)
+    written: list[Path] = []
     try:
         async with httpx.AsyncClient(base_url=args.base_url, timeout=120) as client:
-            evaluation = await evaluate(
-                client,
-                conversations,
-                pending_of(connection),
-                methods=methods,
-                ks=[int(k) for k in args.ks.split(",")],
-                embed_timeout=args.embed_timeout,
-            )
+            memvm = Server("memvm", pending=pending_of(connection), warm_query_vectors=True)
+            evaluation = await evaluate(client, conversations, memvm, methods=methods, ks=ks, embed_timeout=args.embed_timeout)
             facts = await server_facts(client, evaluation) | {"base_url": args.base_url}
+            facts["load_average"] = [load_before, load_average()]
+            report = build_report(evaluation, args.data, facts, time.perf_counter() - start)
+            written = write(report, args.out)  # memvm's part is on disk before Letta's starts
+            if args.letta_url:
+
+                def save(letta: dict[str, Any]) -> None:
+                    nonlocal written
+                    written = write(report | {"letta": letta}, args.out)
+
+                await evaluate_letta(args, client, conversations, methods, ks, save)
     finally:
         await connection.close()
-    return write(build_report(evaluation, args.data, facts, time.perf_counter() - start), args.out)
+    return written
 
 
 def main(argv: list[str] | None = None) -> int:

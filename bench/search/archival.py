@@ -104,8 +104,8 @@ async def _recall(b: Bench, runs: dict[str, Any], archive_id: str, size: int, co
 async def _sql_breakdown(b: Bench, archive_id: str, conn2: asyncpg.Connection) -> dict[str, Any]:
     """The server's SQL run directly, EXPLAIN ANALYZE, and an ef_search sweep (recall vs SQL time)."""
     a = b.a
-    plain_sql = await archival_sql(archive_id, 10, [])
-    tag_sql = await archival_sql(archive_id, 10, [RARE_TAG])
+    plain_sql = await archival_sql(conn2, archive_id, 10, [])
+    tag_sql = await archival_sql(conn2, archive_id, 10, [RARE_TAG])
     out = {
         "sql_plain": await sql_profile(conn2, plain_sql, a.sql_runs, vec_for=b.qvec.__getitem__),
         "sql_tagged": await sql_profile(conn2, tag_sql, max(10, a.sql_runs // 2), vec_for=b.qvec.__getitem__),

@@ -25,9 +25,10 @@ class _Capture:
     """Stands in for an AsyncSession: records every statement memvm.search.* would execute, with the
     parameters passed alongside (e.g. text("... :ef"), {"ef": "40"})."""
 
-    def __init__(self, lexemes: list[str] | None = None) -> None:
+    def __init__(self, lexemes: list[str] | None = None, index_pays: bool = False) -> None:
         self.statements: list[tuple[Any, dict[str, Any] | None]] = []
         self.lexemes = lexemes or []  # what the server's lexeme lookup would return
+        self.index_pays = index_pays  # what the server's count would answer (passages.index_pays)
 
     async def execute(self, statement, params=None, *a, **k):
         self.statements.append((statement, params))
@@ -37,6 +38,9 @@ class _Capture:
                 return []
 
         return _R()
+
+    async def scalar(self, statement, params=None, *a, **k):
+        return self.index_pays  # the only scalar query of a search: whether the HNSW index pays
 
     async def scalars(self, statement, params=None, *a, **k):
         if "to_tsvector" in str(statement):  # the server's lexeme lookup: answer it, it is not the statement timed
@@ -100,11 +104,17 @@ def _vector_param(names: list[str], params: dict[str, Any]) -> str:
     return next(n for n in names if isinstance(params[n], list) and len(params[n]) == DIM and params[n][0] == _MARKER[0])
 
 
-async def archival_sql(archive_id: str, top_k: int, tags: list[str]) -> ServerSql:
+async def archival_sql(conn: asyncpg.Connection, archive_id: str, top_k: int, tags: list[str]) -> ServerSql:
+    """The vector-only statement the server runs for this archive: through the HNSW index or exactly,
+    as the server's own count (asked here on `conn`) decides."""
     from memvm.search import passages
 
-    cap = _Capture()
     search = passages.PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=_MARKER, top_k=top_k, tags=tags)
+    count_sql, count_names, count_params = _compiled(search.index_pays_statement(top_k))
+    async with conn.transaction():
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        index_pays = bool(await conn.fetchval(count_sql, *[count_params[n] for n in count_names]))
+    cap = _Capture(index_pays=index_pays)
     await passages.search_passages(cap, search)
     compiled = cap.compiled()
     sql = next(c for c in compiled if "<=>" in c[0])

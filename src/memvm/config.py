@@ -93,6 +93,12 @@ class Settings(BaseSettings):
         True,
         description="Archival passage search fuses full text with vectors (RRF, search_rrf_k); false ranks by vector alone.",
     )
+    search_feedback_terms: int = Field(
+        0,
+        ge=0,
+        le=12,
+        description="Hybrid message search adds up to this many words of its first best hits to the full-text query; 0: off.",
+    )
 
     # Custom tools run in a sandbox: bubblewrap (Linux namespaces: no network, no view of the server's
     # files or environment) unless the operator accepts a plain subprocess with rlimits ("process").

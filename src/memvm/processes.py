@@ -1,13 +1,18 @@
 """What each memvm process sets up for itself: its log format, (a child) ending with its parent, and
-the imports it defers past its start."""
+the imports it defers past its start; and forking such a child."""
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import logging
+import os
 import signal
+import sys
 import threading
+from collections.abc import Callable
 
+_PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 
 
@@ -15,6 +20,38 @@ def end_with_parent(signum: signal.Signals) -> None:
     """Linux: this process gets `signum` when its parent dies, kill -9 included (elsewhere, nothing)."""
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signum)
+
+
+def fork_child(name: str, end_signal: signal.Signals, body: Callable[[], int]) -> int:
+    """Fork a process that runs `body` and exits with its status; its pid. It shares this process's
+    imported modules (copy-on-write), so call it before this process runs an event loop or a thread.
+    The child gets `end_signal` when this process dies, shows as `name` in ps and top (Linux, at most
+    15 bytes: its command line is this one's), and leaves with os._exit: this process's exit
+    handlers (the embedded PostgreSQL's stop) never run in it."""
+    # Objects that exist now are never visited by the child's collector, which would write to (and
+    # so copy) the pages that hold them.
+    gc.freeze()
+    parent = os.getpid()
+    pid = os.fork()
+    if pid:
+        return pid
+    status = 1
+    try:
+        end_with_parent(end_signal)
+        if os.getppid() == parent:  # else the parent died before the line above took effect
+            with contextlib.suppress(OSError, AttributeError):
+                ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_NAME, name.encode()[:15])
+            status = body()
+    except SystemExit as stop:  # e.g. a startup failure, or serve.py's SIGTERM handler, inherited
+        status = stop.code if isinstance(stop.code, int) else 1
+    except KeyboardInterrupt:
+        status = 0
+    except BaseException:
+        logging.getLogger("memvm").exception("process %d (%s) failed", os.getpid(), name)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(status)
 
 
 # HTTP client libraries that log every request at INFO: each model and embedding call would add a
@@ -35,14 +72,17 @@ def configure_logging(level: str) -> None:
 DEFERRED_IMPORTS = ("openai", "numpy")
 
 
+def import_deferred() -> None:
+    """Now, in this thread: what a process that forks does before it forks, so that its children
+    share these modules rather than each importing them (about 15 MiB apiece)."""
+    for name in DEFERRED_IMPORTS:
+        importlib.import_module(name)
+
+
 def import_deferred_in_background() -> threading.Thread:
     """Once the server answers: in a thread, as an import gives up the interpreter lock often enough
-    for the event loop to go on serving; a request that needs a module meanwhile waits for it."""
-
-    def import_all() -> None:
-        for name in DEFERRED_IMPORTS:
-            importlib.import_module(name)
-
-    thread = threading.Thread(target=import_all, name="memvm-deferred-imports", daemon=True)
+    for the event loop to go on serving; a request that needs a module meanwhile waits for it (a
+    no-op for modules imported before a fork)."""
+    thread = threading.Thread(target=import_deferred, name="memvm-deferred-imports", daemon=True)
     thread.start()
     return thread

@@ -9,7 +9,7 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
-from memvm.db.tenancy import ALL_ORGANIZATIONS
+from memvm.db.tenancy import owned
 from memvm.db.uow import transaction
 from memvm.files import views
 from memvm.ids import new_id
@@ -282,8 +282,8 @@ async def test_a_file_processed_after_the_attach_is_opened_for_every_agent_of_it
         await attach(client, agent, folder)
     file_id = await stored_file(sessionmaker, folder, "guide.md", GUIDE)
 
-    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:  # as the worker stores a parse
-        await views.show_new_file(session, await session.get(FolderFile, file_id))
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:  # as the worker stores a parse: in its organization
+        await views.show_new_file(session, await owned(session, FolderFile, file_id))
 
     for agent in agents:
         assert [(f["file_id"], f["visible_content"]) for f in (await listed(client, agent))["files"]] == [(file_id, GUIDE_WINDOW)]

@@ -8,19 +8,13 @@ from datetime import UTC, datetime
 import pytest
 from bench.eval.bm25 import BM25
 from bench.eval.data import conversation_of, load_dir, normalize_evidence
-from bench.eval.evaluate import evaluate
+from bench.eval.evaluate import Server, evaluate
 from bench.eval.ingest import agent_file
 from bench.eval.report import write
 from bench.eval.run import build_report, pending_of, server_facts
 from bench.eval.scoring import Outcome, all_found, recall_at_k, summarize
 
-from tests.bench_eval.tiny import TINY
-
-
-def tiny(tmp_path):
-    path = tmp_path / "tiny.json"
-    path.write_text(json.dumps(TINY))
-    return path
+from tests.bench_eval.tiny import TINY, tiny
 
 
 def units(*ids):
@@ -75,7 +69,8 @@ async def test_short_run_writes_the_report(client, db, tmp_path):
     data_dir.mkdir()
     tiny(data_dir)
     conversations = load_dir(data_dir)
-    evaluation = await evaluate(client, conversations, pending_of(db), embed_timeout=60, log=lambda _: None)
+    memvm = Server("memvm", pending=pending_of(db), warm_query_vectors=True)
+    evaluation = await evaluate(client, conversations, memvm, embed_timeout=60, log=lambda _: None)
     facts = await server_facts(client, evaluation)
     out = tmp_path / "out"
     written = write(build_report(evaluation, data_dir, facts, 1.0), out)
@@ -86,6 +81,7 @@ async def test_short_run_writes_the_report(client, db, tmp_path):
     assert report["metadata"]["files"][0]["sha256"] == conversations[0].sha256
     entry = report["conversations"]["tiny"]
     assert entry["questions_scored"] == 3 and len(entry["questions_with_unknown_evidence"]) == 1
+    assert entry["lost_turns"] == []  # the imported history gives back every turn with its time and text
     result = report["groups"]["all"]["results"]["conversation_search"]["10"]
     assert set(result) >= {"recall", "recall_by_category", "all_evidence", "p50_ms", "p95_ms", "tokens_per_query"}
     assert set(report["groups"]["all"]["results"]) == set(report["methods"])

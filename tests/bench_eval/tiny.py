@@ -1,6 +1,9 @@
 """A hand-made conversation in LoCoMo's format: 2 sessions, 8 turns, 3 scored questions (one with
 malformed evidence, one naming a turn the conversation lacks) and one adversarial question."""
 
+import json
+from pathlib import Path
+
 TINY = {
     "speaker_a": "Alice",
     "speaker_b": "Bob",
@@ -40,3 +43,10 @@ TINY = {
         {"question": "What is Bob's dog called?", "adversarial_answer": "Biscuit", "evidence": ["D1:1"], "category": 5},
     ],
 }
+
+
+def tiny(directory: Path) -> Path:
+    """TINY written as tiny.json in the directory."""
+    path = directory / "tiny.json"
+    path.write_text(json.dumps(TINY))
+    return path

@@ -1,5 +1,5 @@
-"""`memvm serve` embeds in a worker process of its own: niced, never loading the model into the
-server, and gone when the server is gone (also after kill -9)."""
+"""`memvm serve` embeds in a worker process of its own (forked from the server): niced, never loading
+the model into the server, and gone when the server is gone (also after kill -9)."""
 
 import asyncio
 import subprocess
@@ -63,7 +63,7 @@ async def test_the_server_embeds_in_a_niced_worker_process_that_ends_with_it(tmp
     with serve(tmp_path / "serve.log", env, "--port", str(port), port=port) as served:
         server = psutil.Process(served.process.pid)
         [worker] = server.children()
-        assert "worker" in " ".join(worker.cmdline()) and worker.nice() == 10
+        assert worker.name() == "memvm-worker" and worker.nice() == 10
         agent_id = await one_turn(served.base_url)
 
         counts = await embedded_messages(database_url, agent_id)

@@ -1,4 +1,5 @@
-"""The search_* settings of hybrid message search: the fusion constant and neighbour turns."""
+"""The search_* settings of hybrid message search: the fusion constant, neighbour turns and
+pseudo-relevance feedback."""
 
 import json
 
@@ -25,11 +26,11 @@ async def store(db, rows):
     )
 
 
-async def hybrid_full_text(sessionmaker, agent_id, tuning):
+async def hybrid_full_text(sessionmaker, agent_id, tuning, query="vet Miso"):
     """Hybrid search without a query vector: the full-text ranking, then the neighbours."""
     async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
         hits = await search_messages(
-            session, agent_ids=[agent_id], conversation_id=ANY_CONVERSATION, query="vet Miso", vector=None, limit=5, tuning=tuning
+            session, agent_ids=[agent_id], conversation_id=ANY_CONVERSATION, query=query, vector=None, limit=5, tuning=tuning
         )
     return [(hit.message.content, hit.score) for hit in hits]
 
@@ -75,3 +76,44 @@ async def test_conversation_search_tool_ranks_with_the_settings(settings, llm, d
     [result] = json.loads(body["messages"][1]["tool_return"])["results"]
     assert result["content"] == QUESTION
     assert result["relevance"] == round(0.5 / 21, 5)  # full text only: the stored message has no vector
+
+
+HOMECOMING = "Miso came home from the shelter today."
+CHECK_UP = "The shelter called to check on him."  # no word of the query "Miso", and not next to it
+
+
+async def store_homecoming(db, mine, other):
+    await store(
+        db,
+        [
+            (mine, HOMECOMING),
+            (mine, "We bought a new sofa."),
+            (other, "The shelter is closed on Sundays."),
+            (mine, CHECK_UP),
+            (mine, "Unrelated note."),
+        ],
+    )
+
+
+async def test_feedback_finds_a_turn_sharing_a_rare_word_with_the_best_hit_but_not_another_agent_s(client, db, sessionmaker):
+    mine, other = (await create_agent(client))["id"], (await create_agent(client))["id"]
+    await store_homecoming(db, mine, other)
+
+    on = await hybrid_full_text(sessionmaker, mine, SearchTuning(neighbour_weight=0, feedback_terms=3), query="Miso")
+    off = await hybrid_full_text(sessionmaker, mine, SearchTuning(neighbour_weight=0, feedback_terms=0), query="Miso")
+
+    assert [text for text, _ in off] == [HOMECOMING]
+    assert [text for text, _ in on] == [HOMECOMING, CHECK_UP]  # "shelter" lent; came/home/today match only the hit
+    assert on[0][1].rrf_score == off[0][1].rrf_score  # the hit keeps its rank: the lent word weighs less
+
+
+async def test_the_feedback_setting_reaches_the_search_route(settings, db):
+    update = {"search_feedback_terms": 3, "search_neighbour_weight": 0}
+    async with app_client(settings.model_copy(update=update)) as client:
+        mine, other = (await create_agent(client))["id"], (await create_agent(client))["id"]
+        await store_homecoming(db, mine, other)
+        response = await client.post(
+            "/v1/agents/messages/search", json={"query": "Miso", "agent_id": mine, "search_mode": "hybrid"}
+        )
+
+    assert [hit["embedded_text"] for hit in response.json()] == [HOMECOMING, CHECK_UP]

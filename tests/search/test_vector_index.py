@@ -9,7 +9,7 @@ from sqlalchemy.sql.expression import ClauseElement
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
 from memvm.ids import new_id
-from memvm.search.passages import PassageSearch, search_passages
+from memvm.search.passages import PassageSearch, index_pays, search_passages
 from memvm.search.vector_index import prefer_vector_index
 
 MODEL = "local/all-MiniLM-L6-v2"
@@ -36,15 +36,15 @@ def unit_vector(rng: random.Random) -> list[float]:
     return [round(v / norm, 5) for v in values]
 
 
-async def insert_archive(db) -> str:
-    """A new archive of MODEL in the default organization; its id."""
+async def insert_archive(db, model: str = MODEL, dim: int = DIM) -> str:
+    """A new archive of `model` in the default organization; its id."""
     archive_id = new_id("archive")
     await db.execute(
         "INSERT INTO archive (id, name, embedding_model, embedding_dim, metadata, organization_id)"
         " VALUES ($1, 'a', $2, $3, '{}', $4)",
         archive_id,
-        MODEL,
-        DIM,
+        model,
+        dim,
         DEFAULT_ORGANIZATION_ID,
     )
     return archive_id
@@ -73,7 +73,8 @@ async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessio
         # the server's settings for a search transaction, which search_passages applies itself (without the
         # seq-scan penalty the planner would read all 3,000 rows here)
         await prefer_vector_index(session, search["top_k"])
-        plan = "\n".join((await session.execute(Explain(PassageSearch(**search).statement()))).scalars())
+        indexed = await index_pays(session, PassageSearch(**search), search["top_k"])
+        plan = "\n".join((await session.execute(Explain(PassageSearch(**search).statement(indexed=indexed)))).scalars())
         filtered = await search_passages(session, PassageSearch(**search, tags=["rare"]))
 
     assert "ix_passage_embedding_384" in plan, plan

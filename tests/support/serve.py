@@ -47,9 +47,9 @@ def child_env(**memvm_settings: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith("MEMVM_")}
     env["PYTHONUNBUFFERED"] = "1"
     # One process unless a test asks for more: `memvm serve` defaults to one HTTP process per core and
-    # an embedding worker process beside them, and every process imports the app (seconds of CPU), which
-    # the suite's many servers would pay again and again. test_http_processes and
-    # test_embedding_process run the defaults.
+    # an embedding worker process beside them, forked after the server's imports (which then include
+    # the openai SDK and numpy) and each starting its own pools, which the suite's many servers would
+    # pay again and again. test_http_processes and test_embedding_process run the defaults.
     env["MEMVM_WORKERS"] = "1"
     env["MEMVM_EMBEDDING_PROCESS"] = "false"
     env.update(memvm_settings)

@@ -1,5 +1,6 @@
-"""What a process imports decides how long `memvm serve` takes to answer: each HTTP process imports
-the app afresh. These guard the imports that start-up defers (see processes.DEFERRED_IMPORTS)."""
+"""What a process imports decides how long `memvm serve` takes to answer: it imports the app once, after
+its checks, and forks the HTTP processes from there. These guard the imports that start-up defers
+(see processes.DEFERRED_IMPORTS)."""
 
 import subprocess
 import sys
@@ -18,8 +19,8 @@ def test_the_app_loads_without_the_deferred_modules() -> None:
     assert modules_loaded_by("import memvm.main", DEFERRED_IMPORTS) == []
 
 
-def test_the_supervisor_starts_its_processes_without_the_database_stack() -> None:
-    """`memvm serve` with several HTTP processes never serves itself: it starts the worker and uvicorn."""
+def test_the_command_line_loads_without_the_database_stack() -> None:
+    """Every `memvm` command imports these; `memvm serve` loads the stacks only when it needs them."""
     statement = "import memvm.cli, memvm.cli.http_processes, memvm.cli.worker, memvm.db.database"
 
     assert modules_loaded_by(statement, ("sqlalchemy", "fastapi", "asyncpg", *DEFERRED_IMPORTS)) == []

@@ -8,6 +8,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
+from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentBlock, Block
 
 # The hottest reads are built once, with bound parameters: building the expression per request
@@ -53,7 +54,7 @@ def agents_of_block_query(block_id: str) -> Select[Agent]:
 
 
 async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> AgentBlock | None:
-    return await session.get(AgentBlock, (agent_id, block_id))
+    return await owned(session, AgentBlock, agent_id, block_id)
 
 
 _SAME_BLOCK_OR_LABEL = select(AgentBlock).where(

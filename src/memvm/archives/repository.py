@@ -9,6 +9,7 @@ from sqlalchemy.dialects.postgresql import aggregate_order_by
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
+from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentArchive, Archive, Passage
 
 
@@ -42,7 +43,7 @@ async def search_scope(session: AsyncSession, agent_id: str) -> SearchScope | No
         select(Agent.embedding, Agent.timezone, archive_ids)
         .outerjoin(AgentArchive, AgentArchive.agent_id == Agent.id)
         .where(Agent.id == agent_id)
-        .group_by(Agent.id)
+        .group_by(Agent.organization_id, Agent.id)  # the agent's primary key: its other columns follow
     )
     row = (await session.execute(query)).first()
     return None if row is None else SearchScope(row[0], row[1], list(row[2]))
@@ -57,7 +58,7 @@ async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
 
 
 async def link(session: AsyncSession, agent_id: str, archive_id: str) -> AgentArchive | None:
-    return await session.get(AgentArchive, (agent_id, archive_id))
+    return await owned(session, AgentArchive, agent_id, archive_id)
 
 
 async def unlink(session: AsyncSession, agent_id: str, archive_id: str) -> int:

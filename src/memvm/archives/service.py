@@ -13,6 +13,7 @@ from memvm.archives import repository
 from memvm.archives.repository import SearchScope
 from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate
 from memvm.db.pagination import PageRequest, fetch_page
+from memvm.db.tenancy import owned
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import Conflict, NotFound
 from memvm.ids import new_id
@@ -35,7 +36,7 @@ async def create_archive(session: AsyncSession, data: ArchiveCreate, model: Embe
 
 
 async def get_archive(session: AsyncSession, archive_id: str) -> Archive:
-    archive = await session.get(Archive, archive_id)
+    archive = await owned(session, Archive, archive_id)
     if archive is None:
         raise NotFound(f"Archive {archive_id!r} not found.")
     return archive
@@ -189,7 +190,7 @@ async def agents_of_archive(session: AsyncSession, archive_id: str) -> list[str]
 async def _created_at(session: AsyncSession, passage_id: str | None) -> datetime | None:
     if passage_id is None:
         return None
-    passage = await session.get(Passage, passage_id)
+    passage = await owned(session, Passage, passage_id)
     if passage is None:
         raise NotFound(f"Cursor passage {passage_id!r} not found; pass the id of a passage from a previous page.")
     return passage.created_at

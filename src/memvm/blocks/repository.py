@@ -3,7 +3,7 @@
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
-from sqlalchemy import Select, and_, bindparam, delete, func, or_, select
+from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, tuple_
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
@@ -102,15 +102,24 @@ async def prune_history(session: AsyncSession, *, keep_versions: int | None, old
     """Drop changes beyond the newest `keep_versions` of each block, and changes older than
     `older_than` except each live block's current version (a deleted block's history goes whole)."""
     pruned = 0
+    # By each row's whole key, organization first: it runs across organizations, and the keys lead with it.
+    key = (BlockChange.organization_id, BlockChange.id)
     if keep_versions is not None:
-        ranked = select(
-            BlockChange.id,
-            func.row_number().over(partition_by=BlockChange.block_id, order_by=BlockChange.version.desc()).label("rank"),
-        ).subquery()
-        stale = select(ranked.c.id).where(ranked.c.rank > keep_versions)
-        pruned += await rows_affected(session, delete(BlockChange).where(BlockChange.id.in_(stale)))
+        of_block = (BlockChange.organization_id, BlockChange.block_id)
+        rank = func.row_number().over(partition_by=of_block, order_by=BlockChange.version.desc()).label("rank")
+        ranked = select(*key, rank).subquery()
+        stale = select(ranked.c.organization_id, ranked.c.id).where(ranked.c.rank > keep_versions)
+        pruned += await rows_affected(session, delete(BlockChange).where(tuple_(*key).in_(stale)))
     if older_than is not None:
-        current = select(Block.id).where(Block.id == BlockChange.block_id, Block.version == BlockChange.version).exists()
+        current = (
+            select(Block.id)
+            .where(
+                Block.organization_id == BlockChange.organization_id,
+                Block.id == BlockChange.block_id,
+                Block.version == BlockChange.version,
+            )
+            .exists()
+        )
         old = delete(BlockChange).where(BlockChange.created_at < older_than, ~current)
         pruned += await rows_affected(session, old)
     return pruned

@@ -1,6 +1,6 @@
 """`memvm serve`: everything that can keep it from serving is checked before anything listens
-(preflight.py); then the embedding worker's process starts (worker.py), and the HTTP processes
-serve (http_processes.py)."""
+(preflight.py); then it imports the app once and forks the embedding worker (worker.py) and, when
+there are several, the HTTP processes (http_processes.py), which share its modules' memory."""
 
 import argparse
 import atexit
@@ -36,7 +36,6 @@ def add_commands(commands: Commands) -> None:
 
 def _serve(args: argparse.Namespace) -> int:
     # Imported here so `memvm --help` and `memvm version` answer without loading the server.
-    from memvm.cli import http_processes
     from memvm.cli.preflight import CannotServe
 
     # uvicorn re-raises the SIGTERM it caught after a graceful shutdown; with the default
@@ -49,11 +48,24 @@ def _serve(args: argparse.Namespace) -> int:
     except CannotServe as error:
         print(f"memvm serve: {error}", file=sys.stderr)
         return 1
-    settings = settings.model_copy(update={"migrate_on_start": False})  # done, once, above
-    if settings.embedding_worker and settings.embedding_process:
-        settings = _start_embedding_process(settings, target)
-    http_processes.run(settings, target)
-    return 0
+    return _run(settings.model_copy(update={"migrate_on_start": False}), target)  # migrated, once, above
+
+
+def _run(settings: Settings, target: "DatabaseTarget") -> int:
+    """Import the app once, fork the embedding worker and the HTTP processes from this process (they
+    share its modules), and serve; the exit status."""
+    from memvm.cli import http_processes
+
+    worker = settings.embedding_worker and settings.embedding_process
+    forks = worker or http_processes.count(settings) > 1
+    if forks:
+        http_processes.share_metrics()  # before the app's import brings prometheus-client
+    # With a worker process, the HTTP processes embed nothing.
+    http_settings = settings.model_copy(update={"embedding_worker": False}) if worker else settings
+    app = http_processes.load_app(http_settings, target, forks=forks)
+    if worker:
+        _start_embedding_process(settings, target)
+    return http_processes.serve(app, http_processes.count(settings))
 
 
 def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
@@ -70,15 +82,12 @@ def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
     return target
 
 
-def _start_embedding_process(settings: Settings, target: "DatabaseTarget") -> Settings:
-    """`memvm worker` beside the server; the settings of the HTTP processes, which then embed nothing."""
-    from memvm.cli.http_processes import share_metrics
-    from memvm.cli.worker import start_worker_process, stop_worker_process
+def _start_embedding_process(settings: Settings, target: "DatabaseTarget") -> None:
+    """`memvm worker` beside the HTTP processes, forked before anything runs an event loop here."""
+    from memvm.cli.worker import fork_worker_process, stop_worker_process
 
-    share_metrics()  # the worker's metrics are the server's too
-    worker = start_worker_process(target.url)
+    worker = fork_worker_process(target.url, settings)
     atexit.register(stop_worker_process, worker)  # registered after the embedded server's stop: runs before it
-    return settings.model_copy(update={"embedding_worker": False})
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

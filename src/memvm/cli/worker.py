@@ -1,9 +1,9 @@
 """`memvm worker`: the embedding queue's consumer, and the file worker that reads uploaded files
 into chunks for it, as a process of its own.
 
-`memvm serve` starts one beside itself by default (MEMVM_EMBEDDING_PROCESS), so embedding the
-turns' messages never shares the server's event loop or its CPU priority: the worker runs niced, and
-a request never waits for it. Scaled out, replicas may run with MEMVM_EMBEDDING_WORKER=false and
+`memvm serve` forks one beside its HTTP processes by default (MEMVM_EMBEDDING_PROCESS), so embedding
+the turns' messages never shares the server's event loop or its CPU priority: the worker runs niced,
+and a request never waits for it. Scaled out, replicas may run with MEMVM_EMBEDDING_WORKER=false and
 one or more `memvm worker` processes alone against MEMVM_DATABASE_URL; they share the queue (rows
 are claimed with SKIP LOCKED). The queue itself is in `search/embedding_queue.py`.
 """
@@ -14,14 +14,13 @@ import contextlib
 import logging
 import os
 import signal
-import subprocess
-import sys
+import time
 from typing import TYPE_CHECKING
 
 from memvm.cli.database import embedded_database_held
 from memvm.cli.options import Commands, settings_of
 from memvm.config import Settings
-from memvm.processes import configure_logging, end_with_parent
+from memvm.processes import configure_logging, fork_child
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -55,8 +54,8 @@ def _worker_command(args: argparse.Namespace) -> int:
 async def run_worker(database_url: str, settings: Settings, stop: asyncio.Event) -> None:
     """Once the schema is migrated, drain the queues until `stop` is set; the batch (or file) in
     progress is finished first."""
-    # Imported here, in the worker process: `memvm serve` imports this module only to start that
-    # process, and loading the database stack for it would delay the server's start by most of a second.
+    # Imported here: every `memvm` command imports this module (for its subcommand), and `memvm --help`
+    # should not load the database stack. The worker `memvm serve` forks has them already.
     from memvm.db.engine import build_engine, build_sessionmaker
     from memvm.embeddings.registry import EmbedderRegistry
     from memvm.files.processing import FileWorker
@@ -125,29 +124,27 @@ def serve_worker(database_url: str, settings: Settings) -> int:
     return 0
 
 
-def start_worker_process(database_url: str) -> subprocess.Popen[bytes]:
-    """`memvm worker` as a child of this process, on the same database; it gets SIGTERM if this
-    process dies without stopping it (kill -9 included)."""
-    env = {**os.environ, "MEMVM_DATABASE_URL": database_url}
-    command = [sys.executable, "-c", "import sys; from memvm.cli import main; sys.exit(main(['worker']))"]
-    return subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, preexec_fn=_in_the_child)  # noqa: PLW1509
+WORKER_PROCESS_NAME = "memvm-worker"  # what ps and top show for `memvm serve`'s worker
 
 
-def stop_worker_process(process: "subprocess.Popen[bytes]") -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(STOP_GRACE_SECONDS)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+def fork_worker_process(database_url: str, settings: Settings) -> int:
+    """The worker forked from `memvm serve` once it has imported the app: it shares those modules
+    instead of importing them again. It gets SIGTERM if the server dies without stopping it (kill -9
+    included); its pid."""
+    return fork_child(WORKER_PROCESS_NAME, signal.SIGTERM, lambda: serve_worker(database_url, settings))
 
 
-def _in_the_child() -> None:
-    """Before exec (Linux): SIGTERM when the parent dies; niced from the start (its imports too)."""
-    end_with_parent(signal.SIGTERM)
-    _lower_priority()
+def stop_worker_process(pid: int) -> None:
+    """SIGTERM, then SIGKILL if the batch in progress takes longer than STOP_GRACE_SECONDS."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while os.waitpid(pid, os.WNOHANG) == (0, 0):
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.05)
 
 
 def _lower_priority() -> None:

@@ -8,11 +8,15 @@ Every unit of work names its organization (db/uow.py). Then:
 A session that names no organization may not touch tenant rows at all: forgetting to scope is an
 error, not a silent read of every tenant. Internal jobs that work across organizations (the
 embedding queue, syncing built-in tools) say so with ALL_ORGANIZATIONS.
+
+A TenantOwned row's ORM identity starts with its organization (db/base.py): `owned` looks one up
+by the rest of its key.
 """
 
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import event, or_
+from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
 
 from memvm.db.base import SharedOrTenantOwned, TenantOwned
@@ -39,6 +43,21 @@ def organization_of(session: Session) -> str:
     if organization_id is None:
         raise UnscopedSession("this session names no organization; open it with transaction(..., organization_id)")
     return str(organization_id)
+
+
+_Owned = TypeVar("_Owned", bound=TenantOwned)
+
+
+async def owned(session: AsyncSession, model: type[_Owned], *key: Any) -> _Owned | None:
+    """`session.get` of a row of the session's organization by the rest of its primary key:
+    `owned(session, AgentBlock, agent_id, block_id)`."""
+    organization_id = organization_of(session.sync_session)
+    if organization_id == ALL_ORGANIZATIONS:
+        raise UnscopedSession(
+            f"a {model.__name__} is known by its organization and id; a job across organizations has no organization"
+            " to look it up in: query by the organization of the rows it claimed, or open a transaction in it"
+        )
+    return await session.get(model, (organization_id, *key))
 
 
 @event.listens_for(TenantSession, "do_orm_execute")

@@ -37,15 +37,15 @@ CHARS_PER_TOKEN = 3
 _CLAIM = text("""
     UPDATE folder_file AS f
     SET claimed_at = clock_timestamp(), attempts = f.attempts + 1
-    WHERE f.id = (
-        SELECT id FROM folder_file
+    WHERE (f.organization_id, f.id) = (
+        SELECT organization_id, id FROM folder_file
         WHERE processing_status = 'parsing'
           AND (claimed_at IS NULL OR claimed_at < clock_timestamp() - make_interval(secs => :timeout))
         ORDER BY created_at
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
     RETURNING f.id, f.folder_id, f.organization_id, f.claimed_at, f.attempts, f.file_type, f.raw,
-              (SELECT d.chunk_size FROM folder AS d WHERE d.id = f.folder_id)
+              (SELECT d.chunk_size FROM folder AS d WHERE d.organization_id = f.organization_id AND d.id = f.folder_id)
 """)
 # One statement for all of a file's chunks, however many (asyncpg's executemany is one round trip a row).
 _INSERT_CHUNKS = text("""
@@ -69,7 +69,7 @@ _GIVE_UP = text(f"""
     WHERE f.processing_status = 'embedding'
       AND NOT EXISTS (
         SELECT 1 FROM file_chunk AS c
-        WHERE c.file_id = f.id AND c.embedding IS NULL
+        WHERE c.organization_id = f.organization_id AND c.file_id = f.id AND c.embedding IS NULL
           AND (({CHUNK_EMBEDDING_QUEUE_PREDICATE}) OR c.embed_claimed_at > clock_timestamp() - interval '10 minutes'))
 """)
 

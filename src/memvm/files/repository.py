@@ -7,6 +7,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import undefer
 
 from memvm.db.dml import rows_affected
+from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentFolder, Folder, FolderFile
 
 
@@ -38,7 +39,7 @@ async def of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str
 
 
 async def link(session: AsyncSession, agent_id: str, folder_id: str) -> AgentFolder | None:
-    return await session.get(AgentFolder, (agent_id, folder_id))
+    return await owned(session, AgentFolder, agent_id, folder_id)
 
 
 async def unlink(session: AsyncSession, agent_id: str, folder_id: str) -> int:

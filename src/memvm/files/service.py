@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.conflicts import flush_or_conflict
 from memvm.db.pagination import PageRequest, fetch_page
+from memvm.db.tenancy import owned
 from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import Conflict, NotFound
 from memvm.files import repository, views
@@ -50,7 +51,7 @@ async def create_folder(session: AsyncSession, data: FolderCreate, model: Embedd
 
 
 async def get_folder(session: AsyncSession, folder_id: str) -> Folder:
-    folder = await session.get(Folder, folder_id)
+    folder = await owned(session, Folder, folder_id)
     if folder is None:
         raise NotFound(f"Folder {folder_id!r} not found.")
     return folder

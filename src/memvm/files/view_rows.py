@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import Select, delete, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentFile, AgentFolder, Folder, FolderFile
 
 _LOCK_CLASS = 0x6D46  # namespaces the agent-files advisory locks among others'
@@ -48,11 +49,11 @@ async def processed_files(session: AsyncSession, folder_id: str) -> list[FolderF
 
 
 async def file(session: AsyncSession, file_id: str) -> FolderFile | None:
-    return await session.get(FolderFile, file_id)
+    return await owned(session, FolderFile, file_id)
 
 
 async def is_attached(session: AsyncSession, agent_id: str, folder_id: str) -> bool:
-    return await session.get(AgentFolder, (agent_id, folder_id)) is not None
+    return await owned(session, AgentFolder, agent_id, folder_id) is not None
 
 
 async def agents_reading(session: AsyncSession, folder_id: str) -> list[str]:
@@ -61,7 +62,7 @@ async def agents_reading(session: AsyncSession, folder_id: str) -> list[str]:
 
 
 async def agent(session: AsyncSession, agent_id: str) -> Agent | None:
-    return await session.get(Agent, agent_id)
+    return await owned(session, Agent, agent_id)
 
 
 async def delete_views_of_files(session: AsyncSession, file_ids: Sequence[str]) -> list[str]:

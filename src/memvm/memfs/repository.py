@@ -69,7 +69,9 @@ async def put_file(session: AsyncSession, agent_id: str, path: str, mode: int, b
     values = {"organization_id": owner, "agent_id": agent_id, "path": path, "mode": mode, "blob_sha": blob_sha.decode()}
     statement = insert(MemfsFile).values(values)
     await session.execute(
-        statement.on_conflict_do_update(index_elements=["agent_id", "path"], set_={"mode": mode, "blob_sha": values["blob_sha"]})
+        statement.on_conflict_do_update(
+            index_elements=["organization_id", "agent_id", "path"], set_={"mode": mode, "blob_sha": values["blob_sha"]}
+        )
     )
 
 

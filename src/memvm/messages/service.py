@@ -8,6 +8,7 @@ from typing import Any, Literal
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.pagination import PageRequest
+from memvm.db.tenancy import owned
 from memvm.errors import NotFound
 from memvm.ids import new_id
 from memvm.messages import repository
@@ -48,7 +49,7 @@ async def organization_page(session: AsyncSession, conversation_id: str | None, 
 
 
 async def _message_cursor(session: AsyncSession, name: str, message_id: str) -> Message:
-    message = await session.get(Message, message_id)
+    message = await owned(session, Message, message_id)
     if message is None:
         raise NotFound(f"{name}={message_id!r} does not match any message; pass the id of a message from a previous page.")
     return message
@@ -73,7 +74,7 @@ async def history(session: AsyncSession, agent_id: str, conversation_id: str | N
 
 
 async def get_message(session: AsyncSession, message_id: str) -> Message:
-    message = await session.get(Message, message_id)
+    message = await owned(session, Message, message_id)
     if message is None:
         raise NotFound(f"Message {message_id!r} not found.")
     return message
@@ -143,7 +144,7 @@ async def run_of_otid(session: AsyncSession, agent_id: str, otid: str) -> tuple[
     original = await repository.by_otid(session, agent_id, otid)
     if original is None or original.run_id is None:
         return None
-    run = await session.get_one(Run, original.run_id)
+    run = await session.get_one(Run, (original.organization_id, original.run_id))
     return run, await repository.of_run(session, run.id)
 
 
@@ -152,7 +153,7 @@ async def _cursor(
 ) -> Message | None:
     if message_id is None:
         return None
-    message = await session.get(Message, message_id)
+    message = await owned(session, Message, message_id)
     if message is None or message.agent_id != agent_id or message.conversation_id != conversation_id:
         raise NotFound(f"{name}={message_id!r} is not a message of {describe(agent_id, conversation_id)}.")
     return message

@@ -3,25 +3,11 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    DateTime,
-    ForeignKey,
-    ForeignKeyConstraint,
-    Identity,
-    Index,
-    Integer,
-    String,
-    Text,
-    UniqueConstraint,
-    func,
-    text,
-)
+from sqlalchemy import BigInteger, Boolean, DateTime, Identity, Index, Integer, String, Text, UniqueConstraint, func, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 
 
 class Agent(TenantOwned, Timestamps, Base):
@@ -29,6 +15,8 @@ class Agent(TenantOwned, Timestamps, Base):
     __table_args__ = (
         Index("ix_agent_tags", "tags", postgresql_using="gin"),
         Index("ix_agent_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        # Only the archive column: organization_id is part of the agent's key.
+        tenant_foreign_key("default_archive_id", "archive", ondelete="SET NULL (default_archive_id)"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -58,7 +46,7 @@ class Agent(TenantOwned, Timestamps, Base):
     max_files_open: Mapped[int | None] = mapped_column(Integer)
     per_file_view_window_char_limit: Mapped[int | None] = mapped_column(Integer)
     compiled_system: Mapped[str] = mapped_column(Text, default="")
-    default_archive_id: Mapped[str | None] = mapped_column(ForeignKey("archive.id", ondelete="SET NULL"))
+    default_archive_id: Mapped[str | None] = mapped_column(String)
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
@@ -68,17 +56,14 @@ class AgentBlock(TenantOwned, Base):
 
     __tablename__ = "agent_block"
     __table_args__ = (
-        UniqueConstraint("agent_id", "label", name="uq_agent_block_agent_id_label"),
-        ForeignKeyConstraint(
-            ["block_id", "label"],
-            ["block.id", "block.label"],
-            name="fk_agent_block_block",
-            ondelete="CASCADE",
-            onupdate="CASCADE",
+        UniqueConstraint("organization_id", "agent_id", "label", name="uq_agent_block_agent_id_label"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key(
+            ["block_id", "label"], "block", ["id", "label"], name="fk_agent_block_block", ondelete="CASCADE", onupdate="CASCADE"
         ),
     )
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
     block_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)
     label: Mapped[str] = mapped_column(Text)
     # Attachment order: blocks render in the order they were attached.

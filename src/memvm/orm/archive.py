@@ -4,11 +4,11 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func
+from sqlalchemy import BigInteger, Computed, DateTime, Identity, Index, Integer, String, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
 
 
@@ -27,9 +27,13 @@ class Archive(TenantOwned, Timestamps, Base):
 
 class AgentArchive(TenantOwned, Base):
     __tablename__ = "agent_archive"
+    __table_args__ = (
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("archive_id", "archive", ondelete="CASCADE"),
+    )
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
-    archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"), primary_key=True, index=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
+    archive_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)
     position: Mapped[int] = mapped_column(BigInteger, Identity())
 
 
@@ -40,10 +44,11 @@ class Passage(TenantOwned, Base):
         Index("ix_passage_tags", "tags", postgresql_using="gin"),
         Index("ix_passage_archive_id_fts", "archive_id", "fts", postgresql_using="gin"),  # btree_gin
         *hnsw_indexes("passage"),
+        tenant_foreign_key("archive_id", "archive", ondelete="CASCADE"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    archive_id: Mapped[str] = mapped_column(ForeignKey("archive.id", ondelete="CASCADE"))
+    archive_id: Mapped[str] = mapped_column(String)
     text: Mapped[str] = mapped_column(Text)
     # Full-text document, kept by PostgreSQL itself.
     fts: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', text)", persisted=True), deferred=True)

@@ -30,7 +30,7 @@ class Block(TenantOwned, Timestamps, Base):
         CheckConstraint("char_limit > 0", name="limit_positive"),
         CheckConstraint("label <> ''", name="label_not_empty"),
         # Target of agent_block's composite FK, so a relabel cascades to every attachment.
-        UniqueConstraint("id", "label", name="uq_block_id_label"),
+        UniqueConstraint("organization_id", "id", "label", name="uq_block_id_label"),
         Index("ix_block_organization_id_created_at_id", "organization_id", "created_at", "id"),
         Index("ix_block_label", "label"),
     )

@@ -9,19 +9,18 @@ from sqlalchemy import (
     Boolean,
     ColumnElement,
     DateTime,
-    ForeignKey,
-    ForeignKeyConstraint,
     Index,
     Integer,
     String,
     Text,
+    UniqueConstraint,
     text,
     true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import InstrumentedAttribute, Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.threads import ANY_CONVERSATION
 
 
@@ -35,10 +34,13 @@ def in_conversation(column: InstrumentedAttribute[str | None], conversation_id: 
 
 class Conversation(TenantOwned, Timestamps, Base):
     __tablename__ = "conversation"
-    __table_args__ = (Index("ix_conversation_agent_id_created_at_id", "agent_id", "created_at", "id"),)
+    __table_args__ = (
+        Index("ix_conversation_agent_id_created_at_id", "agent_id", "created_at", "id"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+    )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(String)
     summary: Mapped[str | None] = mapped_column(Text)
     description: Mapped[str | None] = mapped_column(Text)
     # Overrides of the agent's model for this conversation's turns.
@@ -61,15 +63,18 @@ class ConversationBlock(TenantOwned, Base):
 
     __tablename__ = "conversation_block"
     __table_args__ = (
-        ForeignKeyConstraint(
+        UniqueConstraint("organization_id", "block_id"),
+        tenant_foreign_key("conversation_id", "conversation", ondelete="CASCADE"),
+        tenant_foreign_key(
             ["block_id", "label"],
-            ["block.id", "block.label"],
+            "block",
+            ["id", "label"],
             name="fk_conversation_block_block",
             ondelete="CASCADE",
             onupdate="CASCADE",
         ),
     )
 
-    conversation_id: Mapped[str] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(String, primary_key=True)
     label: Mapped[str] = mapped_column(Text, primary_key=True)
-    block_id: Mapped[str] = mapped_column(String, unique=True)
+    block_id: Mapped[str] = mapped_column(String)

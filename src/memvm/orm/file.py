@@ -10,7 +10,6 @@ from sqlalchemy import (
     CheckConstraint,
     Computed,
     DateTime,
-    ForeignKey,
     Identity,
     Index,
     Integer,
@@ -24,7 +23,7 @@ from sqlalchemy import text as sql  # `text` is also a column name below
 from sqlalchemy.dialects.postgresql import TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
 
 PROCESSING_STATUSES = ("pending", "parsing", "embedding", "completed", "error")
@@ -40,7 +39,8 @@ class FolderFile(TenantOwned, Timestamps, Base):
 
     __tablename__ = "folder_file"
     __table_args__ = (
-        UniqueConstraint("folder_id", "file_name"),
+        UniqueConstraint("organization_id", "folder_id", "file_name"),
+        tenant_foreign_key("folder_id", "folder", ondelete="CASCADE"),
         CheckConstraint(
             "processing_status IN (" + ", ".join(f"'{status}'" for status in PROCESSING_STATUSES) + ")",
             name="processing_status",
@@ -49,7 +49,7 @@ class FolderFile(TenantOwned, Timestamps, Base):
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    folder_id: Mapped[str] = mapped_column(ForeignKey("folder.id", ondelete="CASCADE"), index=True)
+    folder_id: Mapped[str] = mapped_column(String, index=True)
     # What agents see and name in tools: "<folder name>/<file name>", unique in its folder.
     file_name: Mapped[str] = mapped_column(Text)
     original_file_name: Mapped[str] = mapped_column(Text)
@@ -71,15 +71,17 @@ class FileChunk(TenantOwned, Base):
 
     __tablename__ = "file_chunk"
     __table_args__ = (
-        UniqueConstraint("file_id", "seq"),
+        UniqueConstraint("organization_id", "file_id", "seq"),
+        tenant_foreign_key("file_id", "folder_file", ondelete="CASCADE"),
+        tenant_foreign_key("folder_id", "folder", ondelete="CASCADE"),
         Index("ix_file_chunk_folder_id_fts", "folder_id", "fts", postgresql_using="gin"),  # btree_gin
         Index("ix_file_chunk_embedding_queue", "id", postgresql_where=sql(CHUNK_EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("file_chunk"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    file_id: Mapped[str] = mapped_column(ForeignKey("folder_file.id", ondelete="CASCADE"))
-    folder_id: Mapped[str] = mapped_column(ForeignKey("folder.id", ondelete="CASCADE"))
+    file_id: Mapped[str] = mapped_column(String)
+    folder_id: Mapped[str] = mapped_column(String)
     seq: Mapped[int] = mapped_column(Integer)
     start_line: Mapped[int] = mapped_column(Integer)
     end_line: Mapped[int] = mapped_column(Integer)
@@ -100,14 +102,17 @@ class AgentFile(TenantOwned, Base):
 
     __tablename__ = "agent_file"
     __table_args__ = (
-        UniqueConstraint("agent_id", "file_id"),
+        UniqueConstraint("organization_id", "agent_id", "file_id"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("file_id", "folder_file", ondelete="CASCADE"),
+        tenant_foreign_key("folder_id", "folder", ondelete="CASCADE"),
         Index("ix_agent_file_agent_id_open", "agent_id", "is_open", "last_accessed_at"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"))
-    file_id: Mapped[str] = mapped_column(ForeignKey("folder_file.id", ondelete="CASCADE"), index=True)
-    folder_id: Mapped[str] = mapped_column(ForeignKey("folder.id", ondelete="CASCADE"))
+    agent_id: Mapped[str] = mapped_column(String)
+    file_id: Mapped[str] = mapped_column(String, index=True)
+    folder_id: Mapped[str] = mapped_column(String)
     is_open: Mapped[bool] = mapped_column(Boolean, default=False)
     start_line: Mapped[int | None] = mapped_column(Integer)
     end_line: Mapped[int | None] = mapped_column(Integer)

@@ -2,11 +2,11 @@
 
 from typing import Any
 
-from sqlalchemy import BigInteger, ForeignKey, Identity, Integer, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Identity, Integer, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 
 
 class Folder(TenantOwned, Timestamps, Base):
@@ -27,7 +27,11 @@ class Folder(TenantOwned, Timestamps, Base):
 
 class AgentFolder(TenantOwned, Base):
     __tablename__ = "agent_folder"
+    __table_args__ = (
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("folder_id", "folder", ondelete="CASCADE"),
+    )
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
-    folder_id: Mapped[str] = mapped_column(ForeignKey("folder.id", ondelete="CASCADE"), primary_key=True, index=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
+    folder_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)
     position: Mapped[int] = mapped_column(BigInteger, Identity())

@@ -3,11 +3,11 @@ belong to, known by the caller's key for them (`identifier_key`)."""
 
 from typing import Any
 
-from sqlalchemy import CheckConstraint, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import CheckConstraint, String, Text, UniqueConstraint
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned, Timestamps
+from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 
 IDENTITY_TYPES = ("org", "user", "other")
 
@@ -29,13 +29,21 @@ class Identity(TenantOwned, Timestamps, Base):
 
 class IdentityAgent(TenantOwned, Base):
     __tablename__ = "identity_agent"
+    __table_args__ = (
+        tenant_foreign_key("identity_id", "identity", ondelete="CASCADE"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+    )
 
-    identity_id: Mapped[str] = mapped_column(ForeignKey("identity.id", ondelete="CASCADE"), primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True, index=True)
+    identity_id: Mapped[str] = mapped_column(String, primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)
 
 
 class IdentityBlock(TenantOwned, Base):
     __tablename__ = "identity_block"
+    __table_args__ = (
+        tenant_foreign_key("identity_id", "identity", ondelete="CASCADE"),
+        tenant_foreign_key("block_id", "block", ondelete="CASCADE"),
+    )
 
-    identity_id: Mapped[str] = mapped_column(ForeignKey("identity.id", ondelete="CASCADE"), primary_key=True)
-    block_id: Mapped[str] = mapped_column(ForeignKey("block.id", ondelete="CASCADE"), primary_key=True, index=True)
+    identity_id: Mapped[str] = mapped_column(String, primary_key=True)
+    block_id: Mapped[str] = mapped_column(String, primary_key=True, index=True)

@@ -4,11 +4,11 @@ object they reach, and the files that are not blocks (reference/, skills/, …),
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import DateTime, ForeignKey, Integer, LargeBinary, SmallInteger, String, Text, func
+from sqlalchemy import DateTime, Integer, LargeBinary, SmallInteger, String, Text, func
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned
+from memvm.db.base import Base, TenantOwned, tenant_foreign_key
 
 
 class MemfsCommit(TenantOwned, Base):
@@ -16,8 +16,9 @@ class MemfsCommit(TenantOwned, Base):
     version of each block the commit's tree shows ({block_id: [path, version]})."""
 
     __tablename__ = "memfs_commit"
+    __table_args__ = (tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),)
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     sha: Mapped[str] = mapped_column(String)
     blocks: Mapped[dict[str, Any]] = mapped_column(JSONB)
@@ -29,8 +30,9 @@ class MemfsObject(TenantOwned, Base):
     number and raw content)."""
 
     __tablename__ = "memfs_object"
+    __table_args__ = (tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),)
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
     sha: Mapped[str] = mapped_column(String, primary_key=True)
     type_num: Mapped[int] = mapped_column(SmallInteger)
     data: Mapped[bytes] = mapped_column(LargeBinary)
@@ -40,8 +42,9 @@ class MemfsFile(TenantOwned, Base):
     """A file of the repository that is no block, as the last push left it (its blob is a MemfsObject)."""
 
     __tablename__ = "memfs_file"
+    __table_args__ = (tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),)
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
     path: Mapped[str] = mapped_column(Text, primary_key=True)
     mode: Mapped[int] = mapped_column(Integer)
     blob_sha: Mapped[str] = mapped_column(String)

@@ -4,11 +4,24 @@ from datetime import datetime
 from typing import Any
 
 from pgvector.sqlalchemy import Vector
-from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, func, text
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Computed,
+    DateTime,
+    Identity,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
 from sqlalchemy.dialects.postgresql import JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned
+from memvm.db.base import Base, TenantOwned, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
 
 # Messages worth a vector that do not have one yet.
@@ -25,17 +38,28 @@ class Message(TenantOwned, Base):
         Index("ix_message_in_context", "agent_id", "conversation_id", "seq", postgresql_where=text("in_context")),
         Index("ix_message_conversation_id_seq", "conversation_id", "seq", postgresql_where=text("conversation_id IS NOT NULL")),
         # A client's otid identifies its input message: a retried send finds the first one.
-        Index("uq_message_agent_id_otid", "agent_id", "otid", unique=True, postgresql_where=text("otid IS NOT NULL")),
+        Index(
+            "uq_message_organization_id_agent_id_otid",
+            "organization_id",
+            "agent_id",
+            "otid",
+            unique=True,
+            postgresql_where=text("otid IS NOT NULL"),
+        ),
         Index("ix_message_agent_id_fts", "agent_id", "fts", postgresql_using="gin"),  # btree_gin
         Index("ix_message_embedding_queue", "seq", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("message"),
+        UniqueConstraint("organization_id", "seq"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("conversation_id", "conversation", ondelete="CASCADE"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    seq: Mapped[int] = mapped_column(BigInteger, Identity(), unique=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"))
+    # A global counter: what Citus makes of it is in docs/scale-out.md (known gaps).
+    seq: Mapped[int] = mapped_column(BigInteger, Identity())
+    agent_id: Mapped[str] = mapped_column(String)
     # None: the agent's default conversation.
-    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
+    conversation_id: Mapped[str | None] = mapped_column(String)
     run_id: Mapped[str | None] = mapped_column(String, index=True)
     step_id: Mapped[str | None] = mapped_column(String)
     role: Mapped[str] = mapped_column(String)  # user | assistant | tool

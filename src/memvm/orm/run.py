@@ -3,11 +3,11 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, DateTime, ForeignKey, Index, Integer, String, func, text
+from sqlalchemy import BigInteger, Boolean, DateTime, Index, Integer, String, func, text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, TenantOwned
+from memvm.db.base import Base, TenantOwned, tenant_foreign_key
 
 
 class Run(TenantOwned, Base):
@@ -17,12 +17,14 @@ class Run(TenantOwned, Base):
     __table_args__ = (
         Index("ix_run_organization_id_created_at_id", "organization_id", "created_at", "id"),
         Index("ix_run_conversation_id", "conversation_id", postgresql_where=text("conversation_id IS NOT NULL")),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("conversation_id", "conversation", ondelete="CASCADE"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String, index=True)
     # None: the agent's default conversation.
-    conversation_id: Mapped[str | None] = mapped_column(ForeignKey("conversation.id", ondelete="CASCADE"))
+    conversation_id: Mapped[str | None] = mapped_column(String)
     status: Mapped[str] = mapped_column(String)  # created | running | completed | failed | cancelled
     stop_reason: Mapped[str | None] = mapped_column(String)
     usage: Mapped[dict[str, Any] | None] = mapped_column(JSONB(none_as_null=True))
@@ -44,11 +46,15 @@ class Step(TenantOwned, Base):
     """One model call of a run and what came of it."""
 
     __tablename__ = "step"
-    __table_args__ = (Index("ix_step_organization_id_created_at_id", "organization_id", "created_at", "id"),)
+    __table_args__ = (
+        Index("ix_step_organization_id_created_at_id", "organization_id", "created_at", "id"),
+        tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),
+        tenant_foreign_key("run_id", "run", ondelete="CASCADE"),
+    )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), index=True)
-    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), index=True)
+    agent_id: Mapped[str] = mapped_column(String, index=True)
+    run_id: Mapped[str] = mapped_column(String, index=True)
     conversation_id: Mapped[str | None] = mapped_column(String)  # the run's
     model: Mapped[str | None] = mapped_column(String)  # the handle, provider/model
     status: Mapped[str] = mapped_column(String)  # success | failed | cancelled
@@ -69,8 +75,9 @@ class RunEvent(TenantOwned, Base):
     """One streamed event of a background run, numbered, so a client can resume from a cursor."""
 
     __tablename__ = "run_event"
+    __table_args__ = (tenant_foreign_key("run_id", "run", ondelete="CASCADE"),)
 
-    run_id: Mapped[str] = mapped_column(ForeignKey("run.id", ondelete="CASCADE"), primary_key=True)
+    run_id: Mapped[str] = mapped_column(String, primary_key=True)
     seq: Mapped[int] = mapped_column(Integer, primary_key=True)
     payload: Mapped[dict[str, Any]] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())

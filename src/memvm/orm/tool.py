@@ -8,7 +8,7 @@ from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Iden
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
-from memvm.db.base import Base, SharedOrTenantOwned, TenantOwned, Timestamps
+from memvm.db.base import Base, SharedOrTenantOwned, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
 
 # Tools whose search text has no vector yet (a new tool, or one whose text changed).
@@ -34,6 +34,8 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
         Index("ix_tool_fts", "fts", postgresql_using="gin"),
         Index("ix_tool_embedding_queue", "updated_at", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("tool"),
+        # Both are reference tables under Citus; the key also keeps a server's tools in its organization.
+        tenant_foreign_key("mcp_server_id", "mcp_server", ondelete="CASCADE"),
     )
 
     id: Mapped[str] = mapped_column(String, primary_key=True)
@@ -51,7 +53,7 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
     enable_parallel_execution: Mapped[bool] = mapped_column(Boolean, server_default=text("false"))
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, server_default=text("'{}'::jsonb"))
     # An MCP server's tool (tool_type "external_mcp") goes with its server.
-    mcp_server_id: Mapped[str | None] = mapped_column(ForeignKey("mcp_server.id", ondelete="CASCADE"), index=True)
+    mcp_server_id: Mapped[str | None] = mapped_column(String, index=True)
     # What search reads and embeds of the tool (tools/searchable.py); the full text adds the source.
     search_text: Mapped[str] = mapped_column(Text, server_default=text("''"))
     fts: Mapped[Any] = mapped_column(
@@ -73,7 +75,8 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
 
 class AgentTool(TenantOwned, Base):
     __tablename__ = "agent_tool"
+    __table_args__ = (tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),)
 
-    agent_id: Mapped[str] = mapped_column(ForeignKey("agent.id", ondelete="CASCADE"), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(String, primary_key=True)
     tool_id: Mapped[str] = mapped_column(ForeignKey("tool.id", ondelete="CASCADE"), primary_key=True, index=True)
     position: Mapped[int] = mapped_column(BigInteger, Identity())

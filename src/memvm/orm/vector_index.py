@@ -7,10 +7,14 @@ from sqlalchemy import Index, text
 INDEXED_DIMENSIONS = (384, 768, 1024, 1536)
 
 
+def hnsw_index_name(table: str, dim: int) -> str:
+    return f"ix_{table}_embedding_{dim}"
+
+
 def hnsw_indexes(table: str) -> tuple[Index, ...]:
     return tuple(
         Index(
-            f"ix_{table}_embedding_{dim}",
+            hnsw_index_name(table, dim),
             text(f"(embedding::vector({dim})) vector_cosine_ops"),
             postgresql_using="hnsw",
             postgresql_where=text(f"embedding_dim = {dim}"),

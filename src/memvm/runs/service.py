@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.pagination import PageRequest, fetch_page
+from memvm.db.tenancy import owned
 from memvm.errors import NotFound
 from memvm.ids import new_id
 from memvm.orm import Run, RunEvent, Step
@@ -121,7 +122,7 @@ def record_step(session: AsyncSession, step: Step) -> None:
 
 
 async def get_run(session: AsyncSession, run_id: str) -> Run:
-    run = await session.get(Run, run_id)
+    run = await owned(session, Run, run_id)
     if run is None:
         raise NotFound(f"Run {run_id!r} not found.")
     return run
@@ -158,7 +159,7 @@ def usage_of(run: Run) -> RunUsage:
 
 
 async def get_step(session: AsyncSession, step_id: str) -> Step:
-    step = await session.get(Step, step_id)
+    step = await owned(session, Step, step_id)
     if step is None:
         raise NotFound(f"Step {step_id!r} not found.")
     return step

@@ -1,7 +1,9 @@
 """Hybrid search over stored messages in PostgreSQL alone: a full-text ranking (generated
 tsvector, GIN) and a vector ranking (HNSW), fused with reciprocal rank fusion; a hit then lends part
-of its score to the messages next to it (search/tuning.py)."""
+of its score to the messages next to it (search/tuning.py). Optionally the full-text ranking is redone
+with a few words of the first fusion's best hits (search/feedback.py)."""
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -32,6 +34,7 @@ from sqlalchemy.orm import aliased
 
 from memvm.orm import Message
 from memvm.orm.conversation import in_conversation
+from memvm.search.feedback import FEEDBACK_HITS, FEEDBACK_WEIGHT, HitWords, candidate_words, expansion_words, word_weights
 from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
@@ -77,12 +80,14 @@ async def search_messages(
 ) -> list[MessageHit]:
     """Best first. Without a query vector, hybrid falls back to full-text alone. Both rankings come
     back from one statement (a UNION ALL of their branches), the fused winners from a second; hybrid
-    with neighbours adds one for the messages next to the candidates."""
+    with neighbours adds one for the messages next to the candidates, and with feedback two (the
+    best hits' words, then the matches of the words it adds)."""
     candidates = max(CANDIDATES, 2 * limit)
     base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
     if exclude_run_id is not None:
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
-    branches = await _fts_branches(session, base, query, candidates) if mode in ("hybrid", "fts") else []
+    lexemes = await query_lexemes(session, query) if mode in ("hybrid", "fts") else []
+    branches = _lexeme_branches(base, lexemes, candidates)
     if mode in ("hybrid", "vector") and vector is not None:
         await prefer_vector_index(session, candidates)
         branches.append(_vector_branch(base, vector, candidates))
@@ -91,6 +96,10 @@ async def search_messages(
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
     vector_ids = [row.id for row in sorted((r for r in rows if r.term == VECTOR_BRANCH), key=lambda r: r.distance)]
+    if mode == "hybrid" and tuning.feedback_terms > 0 and fts_ids:
+        first = reciprocal_rank_fusion(fts_ids, vector_ids, limit=FEEDBACK_HITS, k=tuning.rrf_k)
+        lent, weights = await _feedback(session, base, lexemes, [f.id for f in first], tuning.feedback_terms, candidates)
+        fts_ids = rank_by_term_rarity([*matches, *lent], window=candidates, limit=candidates, weights=weights)
     if mode == "hybrid" and tuning.neighbour_weight > 0:
         candidates_fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=len(rows), k=tuning.rrf_k)
         neighbours = await _neighbours(session, base, [f.id for f in candidates_fused])
@@ -128,21 +137,55 @@ async def query_lexemes(session: AsyncSession, query: str) -> list[str]:
     return list(await session.scalars(first))
 
 
-async def _fts_branches(
-    session: AsyncSession, base: Select[*tuple[Any, ...]], query: str, limit: int
+def _lexeme_branches(
+    base: Select[*tuple[Any, ...]], lexemes: Sequence[str], limit: int, *, first_term: int = 0
 ) -> list[Select[*tuple[Any, ...]]]:
-    """One branch per query lexeme: its `limit` newest matches, ranked afterwards by rarity
-    (search.lexical). Ranking every message that matches ANY word reads a large share of a long
-    history (6k-20k rows of 100k in the bench); a branch reads at most `limit` matches: the planner
-    walks the newest rows first for a common lexeme and takes the GIN bitmap for a rare one, as
-    each branch is planned for its own lexeme."""
+    """One branch per lexeme: its `limit` newest matches, ranked afterwards by rarity
+    (search.lexical); `term` numbers the lexemes from `first_term`. Ranking every message that
+    matches ANY word reads a large share of a long history (6k-20k rows of 100k in the bench); a
+    branch reads at most `limit` matches: the planner walks the newest rows first for a common
+    lexeme and takes the GIN bitmap for a rare one, as each branch is planned for its own lexeme."""
     return [
         base.add_columns(literal(term).label("term"), cast(null(), Float).label("distance"))
         .where(Message.fts.op("@@")(cast(func.quote_literal(lexeme), TSQUERY)))
         .order_by(Message.seq.desc())
         .limit(limit)
-        for term, lexeme in enumerate(await query_lexemes(session, query))
+        for term, lexeme in enumerate(lexemes, start=first_term)
     ]
+
+
+async def _feedback(
+    session: AsyncSession, base: Select[*tuple[Any, ...]], lexemes: Sequence[str], best: Sequence[str], terms: int, window: int
+) -> tuple[list[TermMatch], dict[int, float]]:
+    """The matches of up to `terms` words of the `best` hits (search.feedback), numbered after the
+    query's lexemes, and the weight of each added word's number. The candidate words' matches come
+    from the same per-lexeme branches as the query's, so their rarity is measured as the query's is."""
+    weights = word_weights(await _hit_words(session, best), set(lexemes))
+    pool = candidate_words(weights, terms)
+    if not pool:
+        return [], {}
+    rows = await session.execute(union_all(*_lexeme_branches(base, pool, window, first_term=len(lexemes))))
+    lent = [TermMatch(row.term, row.id, row.seq) for row in rows]
+    counts = Counter(pool[m.term - len(lexemes)] for m in lent)
+    added = {len(lexemes) + pool.index(word) for word in expansion_words(weights, counts, window=window, terms=terms)}
+    return [m for m in lent if m.term in added], dict.fromkeys(added, FEEDBACK_WEIGHT)
+
+
+async def _hit_words(session: AsyncSession, ids: Sequence[str]) -> list[HitWords]:
+    """Each message's lexemes with their frequency, in the order of `ids`."""
+    words = func.unnest(Message.fts).table_valued(
+        column("lexeme", Text), column("positions", ARRAY(SmallInteger)), column("weights", ARRAY(Text))
+    )
+    frequency = func.coalesce(func.array_length(words.c.positions, 1), 1)
+    ids_param = bindparam("feedback_of", list(ids), type_=ARRAY(String))
+    statement = select(Message.id, words.c.lexeme, frequency.label("frequency"), func.length(Message.fts).label("length"))
+    frequencies: dict[str, dict[str, int]] = {}
+    lengths: dict[str, int] = {}
+    # unnest in FROM may read the row before it: a function there is implicitly LATERAL.
+    for row in await session.execute(statement.join(words, true()).where(Message.id == any_(ids_param))):
+        frequencies.setdefault(row.id, {})[row.lexeme] = row.frequency
+        lengths[row.id] = row.length
+    return [HitWords(frequencies[i], lengths[i]) for i in ids if i in frequencies]
 
 
 def _vector_branch(base: Select[*tuple[Any, ...]], vector: QueryVector, limit: int) -> Select[*tuple[Any, ...]]:

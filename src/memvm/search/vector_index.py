@@ -1,11 +1,15 @@
-"""What every vector search sets up (passages, messages, tools): this transaction's HNSW settings, and
-the embedding model filter in a form the partial HNSW indexes can be proven from."""
+"""What every vector search sets up (passages, messages, tools): this transaction's HNSW settings, the
+embedding model filter in a form the partial HNSW indexes can be proven from, and whether a filtered
+search should walk the HNSW index at all."""
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, literal_column, text
+from sqlalchemy import ColumnElement, Select, cast, column, func, literal, literal_column, select, table, text
+from sqlalchemy.dialects.postgresql import BIGINT, REGCLASS
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import QueryableAttribute
+
+from memvm.orm.vector_index import INDEXED_DIMENSIONS, hnsw_index_name
 
 # ef_search 100, not pgvector's 40: recall@10 at 100k passages was 0.80-0.94 at 40 and 0.93-0.99 at 100
 # for about 2-3 ms more SQL (bench/README.md).
@@ -32,3 +36,30 @@ def same_model(
     """The dimension goes into the SQL text, not a parameter: a generic prepared plan can then still
     prove the partial HNSW index's `embedding_dim = <dim>` predicate."""
     return (model_column == model) & (dim_column == literal_column(str(int(dim))))
+
+
+# An exact search reads the vector of every row its filters admit: ~2,000 rows of 384-d or 500 of 1536-d
+# cost about what an HNSW search costs (2-3 ms; bench/README.md, "Archival search at any size").
+EXACT_SCAN_FLOATS = 768_000
+# A filtered HNSW scan visits about candidates / (share of the index's rows the filters admit) tuples;
+# past ~1,000 visits (a scope of 5 % of the index for 50 candidates) the exact search is cheaper.
+INDEX_VISITS = 1_000
+_PG_CLASS = table("pg_class", column("oid"), column("reltuples"))
+
+
+def index_pays_statement(scope: Select[Any], table_name: str, dim: int, candidates: int) -> Select[Any] | None:
+    """One boolean: are the rows of `scope` (the rows the search's filters admit) enough for
+    the HNSW index to beat an exact scan? Enough means at least EXACT_SCAN_FLOATS / dim rows, and a share
+    of the index large enough that `candidates` are found within INDEX_VISITS visits. Counted with a
+    LIMIT, so a big scope costs no more than that many index entries; the index's size is the
+    planner's own estimate (pg_class). None when no index covers `dim` (the search is exact anyway)."""
+    if dim not in INDEXED_DIMENSIONS:
+        return None
+    index_rows = func.greatest(_PG_CLASS.c.reltuples, 0)
+    needed = (
+        select(func.greatest(EXACT_SCAN_FLOATS // dim, func.ceil(index_rows * candidates / INDEX_VISITS)).cast(BIGINT))
+        .where(_PG_CLASS.c.oid == cast(literal(hnsw_index_name(table_name, dim)), REGCLASS))
+        .scalar_subquery()
+    )
+    counted = scope.with_only_columns(literal(1)).limit(needed).subquery("scope")
+    return select(func.count() >= needed).select_from(counted)

@@ -1,0 +1,95 @@
+"""Archival search at 1536-d picks its plan by how many passages its filters admit: the HNSW index when
+they are enough for it to pay (the planner alone sorted them exactly, issue 30), an exact sort for a
+few; through the index, a tag filter still gets the exact top_k."""
+
+import random
+
+from sqlalchemy import text
+
+from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db.uow import transaction
+from memvm.ids import new_id
+from memvm.search.passages import PassageSearch, index_pays, search_passages
+from memvm.search.vector_index import prefer_vector_index
+from tests.search.test_vector_index import Explain, insert_archive
+
+MODEL = "openai/text-embedding-3-small"
+DIM = 1536
+
+
+def unit_vector(rng: random.Random) -> list[float]:
+    values = [rng.gauss(0, 1) for _ in range(DIM)]
+    norm = sum(v * v for v in values) ** 0.5
+    return [round(v / norm, 5) for v in values]
+
+
+QUERY = unit_vector(random.Random(1))
+
+
+def away_from_query(rng: random.Random) -> list[float]:
+    """A random vector pushed away from the query (cosine about -0.3, where random ones are about 0):
+    among the last an index scan from the query reaches, yet not clustered (the graph stays connected)."""
+    noise = unit_vector(rng)
+    values = [n - 0.3 * q for q, n in zip(QUERY, noise, strict=True)]
+    norm = sum(v * v for v in values) ** 0.5
+    return [round(v / norm, 5) for v in values]
+
+
+async def seed(db, count: int) -> str:
+    """An archive of `count` 1536-d passages: every third tagged 'third' and far from QUERY, the
+    others random; every 100th also tagged 'rare'. Its id."""
+    rng = random.Random(30)
+    archive_id = await insert_archive(db, MODEL, DIM)
+    rows = [
+        (
+            new_id("passage"),
+            archive_id,
+            f"p{n}",
+            str(away_from_query(rng) if n % 3 == 0 else unit_vector(rng)),
+            ["third"] * (n % 3 == 0) + ["rare"] * (n % 100 == 0),
+        )
+        for n in range(count)
+    ]
+    # built after the rows, not row by row: inserting 1536-d rows one by one into HNSW takes seconds
+    index = await db.fetchval("SELECT indexdef FROM pg_indexes WHERE indexname = 'ix_passage_embedding_1536'")
+    await db.execute("DROP INDEX ix_passage_embedding_1536")
+    await db.executemany(
+        "INSERT INTO passage (id, archive_id, text, embedding, embedding_model, embedding_dim, tags, metadata,"
+        f" writer_type, organization_id) VALUES ($1, $2, $3, $4::vector, '{MODEL}', {DIM}, $5, '{{}}', 'api',"
+        f" '{DEFAULT_ORGANIZATION_ID}')",
+        rows,
+    )
+    await db.execute(index)
+    await db.execute("ANALYZE passage")
+    return archive_id
+
+
+def search_of(archive_id: str, top_k: int = 10, **filters) -> PassageSearch:
+    return PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=QUERY, top_k=top_k, **filters)
+
+
+async def planned(session, search: PassageSearch) -> str:
+    """EXPLAIN of the statement search_passages runs for a vector-only search."""
+    await prefer_vector_index(session, search.top_k)
+    indexed = await index_pays(session, search, search.top_k)
+    return "\n".join((await session.execute(Explain(search.statement(indexed=indexed)))).scalars())
+
+
+async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keeps_the_exact_top_k(db, sessionmaker):
+    archive_id = await seed(db, 1530)
+    third = search_of(archive_id, top_k=50, tags=["third"])
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        whole = await planned(session, search_of(archive_id))
+        rare = await planned(session, search_of(archive_id, tags=["rare"]))
+        third_plan = await planned(session, third)
+        # 510 passages tagged 'third' pay for the index, but they are the farthest from the query: the
+        # index scan must go on well past its first ef_search (100) passages to fill top_k
+        found = await search_passages(session, third)
+        await session.execute(text("SET LOCAL enable_indexscan = off"))
+        exact = list(await session.execute(third.statement(indexed=False)))
+
+    assert "ix_passage_embedding_1536" in whole, whole
+    assert "ix_passage_embedding_1536" not in rare, rare  # 16 passages: reading them beats the index
+    assert "ix_passage_embedding_1536" in third_plan, third_plan
+    assert [hit.passage.id for hit in found] == [row.id for row in exact]
+    assert len(found) == 50
