@@ -68,7 +68,7 @@ OPS=${BENCH_OPS:-create_agent,get_agent,get_block,list_blocks,patch_block,attach
 
 MODE=workload
 case "${1:-}" in
-  search|auth|tools|eval) MODE=$1; shift ;;
+  search|auth|tools|eval|scale) MODE=$1; shift ;;
 esac
 # auth mode: cheap ops, where one more SELECT per request shows, and one agent turn
 [ "$MODE" = auth ] && OPS=${BENCH_OPS:-get_agent,get_block,list_blocks,patch_block,recompile,send_message}
@@ -166,6 +166,21 @@ run_workload() {
   LOAD1=$(cut -d' ' -f1-3 /proc/loadavg)
   echo "workload finished rc=$WL_RC in $(( $(date +%s) - t0 )) s; load average before: $LOAD0, after: $LOAD1"
 }
+# ---------------------------------------------------------------- scale mode (scale_sim.py)
+#   bench/run.sh scale [--quick] [flags]    # where one PostgreSQL saturates: organizations × agents, turns through
+#                           # 1, 2, 4 `memvm serve` replicas on one embedded database (--quick: 1, 2; ~2 min;
+#                           # full ~8 min); flags of python3 -m bench.scale_sim --help
+# It picks free ports (never BENCH_PORT/BENCH_LLM_PORT) and stops what it starts itself, so it runs before
+# the port checks and the trap below. BENCH_TIME_LIMIT: 1800 s (600 with --quick).
+if [ "$MODE" = scale ]; then
+  "$PY" -c 'import asyncpg' 2>/dev/null || die "$PY cannot import asyncpg (pip install -e '.[test]')"
+  SCALE_QUICK=()
+  [ "$QUICK" = 1 ] && SCALE_QUICK=(--quick)
+  cd "$REPO" || die "no $REPO"
+  BENCH_SHARED_DIR="$SHARED" MEMVM_BIN="$MEMVM_BIN" exec timeout -s TERM -k 60 \
+    "${BENCH_TIME_LIMIT:-$([ "$QUICK" = 1 ] && echo 600 || echo 1800)}" \
+    "$PY" -m bench.scale_sim --out-dir "$BENCH/results" "${SCALE_QUICK[@]}" "${EXTRA[@]}"
+fi
 port_busy "$PORT" && die "127.0.0.1:$PORT is already in use (set BENCH_PORT)"
 { [ "$MODE" != search ] && [ "$MODE" != eval ] || [ "$WITH_LETTA" = 1 ]; } && port_busy "$LLM_PORT" \
   && die "127.0.0.1:$LLM_PORT is already in use (set BENCH_LLM_PORT)"

@@ -2,9 +2,10 @@
 database that cannot be reached at all."""
 
 import asyncio
+import uuid
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
@@ -148,3 +149,25 @@ async def test_a_turn_whose_lock_the_database_dropped_stores_nothing_more(settin
     assert [(m["message_type"], m["content"]) for m in history] == [("user_message", "two"), ("assistant_message", "second")]
     runs = [tuple(r) for r in await db.fetch("SELECT status, stop_reason FROM run ORDER BY created_at")]
     assert runs == [("failed", "error"), ("completed", "end_turn")]
+
+
+async def test_a_database_with_no_free_connection_gets_503_not_500(settings, db):
+    """PostgreSQL refuses a new connection past max_connections, or past its role's limit, with
+    SQLSTATE 53300 (too_many_connections): many replicas' pools together can reach it under load. The
+    requests that need a new connection then get 503 with retry-after, never a 500."""
+    role = f"crowded_{uuid.uuid4().hex[:8]}"
+    await db.execute(f"CREATE ROLE {role} LOGIN IN ROLE postgres")  # superusers have no connection limit
+    try:
+        url = make_url(settings.database_url).set(username=role).render_as_string(hide_password=False)
+        settings = settings.model_copy(update={"database_url": url, "embedding_worker": False})
+        async with app_client(settings) as client:
+            assert (await client.get("/v1/agents/")).status_code == 200
+            await db.execute(f"ALTER ROLE {role} CONNECTION LIMIT 0")
+            await db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
+            await asyncio.sleep(0.3)  # the pool sees its connections closed and must open new ones
+            responses = [await client.get("/v1/agents/") for _ in range(2)]
+    finally:
+        await db.execute(f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '{role}'")
+        await db.execute(f"DROP ROLE {role}")
+    assert [(r.status_code, r.headers.get("retry-after")) for r in responses] == [(503, "1")] * 2
+    assert "no free connection" in responses[0].json()["detail"]

@@ -67,3 +67,19 @@ async def test_provider_timeout_ends_with_llm_api_error(settings, llm, db):
 
     assert response.json()["stop_reason"]["stop_reason"] == "llm_api_error"
     assert await db.fetchval("SELECT count(*) FROM message") == 0
+
+
+async def test_repeated_otid_of_a_deleted_run_gets_409_and_runs_nothing(client, llm, db):
+    agent = await create_agent(client, **MODEL)
+    llm.reply("done once")
+    body = {"messages": [{"role": "user", "content": "do it", "otid": "client-otid-2"}]}
+    first = await client.post(f"/v1/agents/{agent['id']}/messages", json=body)
+    run_id = first.json()["messages"][0]["run_id"]
+    assert (await client.delete(f"/v1/runs/{run_id}")).status_code == 204
+
+    retry = await client.post(f"/v1/agents/{agent['id']}/messages", json=body)
+
+    assert retry.status_code == 409 and retry.headers["x-should-retry"] == "false"
+    assert f"run {run_id!r}" in retry.json()["detail"] and "new otid" in retry.json()["detail"]
+    assert len(llm.requests) == 1
+    assert await db.fetchval("SELECT count(*) FROM message") == 2

@@ -57,6 +57,9 @@ _NO_RETRY = {"x-should-retry": "false"}
 # one could go on. Paths lock in one order (files/service.py) so none should escape; if one does, the
 # same request again will do.
 _COLLISION_SQLSTATES = frozenset({"40P01", "40001"})
+# too_many_connections: the database (or the role) has no connection slot left. Connections free up
+# as requests end, so this is the database being full for a moment, not a bug.
+_FULL_SQLSTATES = frozenset({"53300"})
 
 
 class ErrorBody(BaseModel):
@@ -167,11 +170,16 @@ async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
     """A connection the database dropped (restart, failover), or a database that cannot be reached
     at all (stopped, starting up: db/engine.py marks these as disconnects too), fails the request and
     the pool is renewed: that is worth a retry, not a 500. So is a collision with a concurrent change
-    (a 409 the SDK retries). Any other database error is a bug."""
+    (a 409 the SDK retries), and a database with no connection slot left (a 503). Any other database
+    error is a bug."""
     if getattr(error.orig, "sqlstate", None) in _COLLISION_SQLSTATES:
         log.warning("concurrent change collided on %s %s: %s", request.method, request.url.path, error.orig)
         detail = "The change collided with a concurrent change; retry it."
         return JSONResponse({"detail": detail}, status_code=409, headers={"x-should-retry": "true"})
+    if getattr(error.orig, "sqlstate", None) in _FULL_SQLSTATES:
+        log.warning("no database connection free on %s %s: %s", request.method, request.url.path, error.orig)
+        detail = "The database has no free connection (too many clients); retry the request."
+        return JSONResponse({"detail": detail}, status_code=503, headers={"retry-after": "1"})
     if not error.connection_invalidated:
         return await _unexpected_error(request, error)
     log.warning("database connection lost on %s %s: %s", request.method, request.url.path, error.orig)

@@ -9,7 +9,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.pagination import PageRequest
 from memvm.db.tenancy import owned
-from memvm.errors import NotFound
+from memvm.errors import Conflict, NotFound
 from memvm.ids import new_id
 from memvm.messages import repository
 from memvm.orm import Message, Run
@@ -140,11 +140,17 @@ async def of_step(session: AsyncSession, step_id: str) -> list[Message]:
 
 
 async def run_of_otid(session: AsyncSession, agent_id: str, otid: str) -> tuple[Run, list[Message]] | None:
-    """The run that stored an input message with this otid, and everything it stored."""
+    """The run that stored an input message with this otid, and everything it stored. Conflict when
+    that run was deleted: its outcome is gone, and running the send again would repeat its input."""
     original = await repository.by_otid(session, agent_id, otid)
     if original is None or original.run_id is None:
         return None
-    run = await session.get_one(Run, (original.organization_id, original.run_id))
+    run = await session.get(Run, (original.organization_id, original.run_id))
+    if run is None:
+        raise Conflict(
+            f"otid {otid!r} was already sent, by run {original.run_id!r}, which has since been deleted "
+            "(its messages stay in the conversation). Send again with a new otid to run a new turn."
+        )
     return run, await repository.of_run(session, run.id)
 
 
