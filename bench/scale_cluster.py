@@ -57,7 +57,7 @@ class Cluster:
     memvm_bin: str
     fake_llm: Path
     memvm_src: Path  # the tree measured, whatever the editable install points at
-    pool_env: dict[str, str]  # MEMVM_DB_POOL_SIZE / MEMVM_DB_MAX_OVERFLOW when asked for
+    pool_env: dict[str, str]  # MEMVM_DB_POOL_SIZE / _MAX_OVERFLOW / _TURN_LOCK_POOL_SIZE when asked for
     admin_key: str = field(default_factory=lambda: "scale-admin-" + secrets.token_urlsafe(24))
     replicas: list[tuple[int, subprocess.Popen[bytes]]] = field(default_factory=list)
     llm: subprocess.Popen[bytes] | None = None

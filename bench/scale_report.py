@@ -162,7 +162,8 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"after {fmt_load(report['finished'])}. PostgreSQL {settings.get('server_version')} (embedded), "
         f"max_connections {max_connections}, shared_buffers {settings.get('shared_buffers')} × 8 kB, "
         f"synchronous_commit {settings.get('synchronous_commit')}. Pools per replica: MEMVM_DB_POOL_SIZE "
-        f"{cfg.get('db_pool_size') or '20 (default)'}, MEMVM_DB_MAX_OVERFLOW {cfg.get('db_max_overflow') or '20 (default)'}. "
+        f"{cfg.get('db_pool_size') or '20 (default)'}, MEMVM_DB_MAX_OVERFLOW {cfg.get('db_max_overflow') or '20 (default)'}, "
+        f"MEMVM_DB_TURN_LOCK_POOL_SIZE {cfg.get('db_turn_lock_pool_size') or '20 (default)'}. "
         f"{cfg['orgs']} organizations × {cfg['agents']} agents; "
         f"{cfg['warmup']:.0f} s warm-up + {cfg['step_seconds']:.0f} s measured per step. R = replicas (`memvm serve`, "
         "MEMVM_WORKERS=1 each), c = concurrent clients. A turn = 2 model calls (instant fake LLM) + 1 memory tool.",

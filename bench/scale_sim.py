@@ -210,6 +210,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--warmup", type=float, default=4.0, help="unmeasured seconds before each step (default 4)")
     p.add_argument("--db-pool-size", type=int, help="MEMVM_DB_POOL_SIZE of every replica (default: memvm's, 20)")
     p.add_argument("--db-max-overflow", type=int, help="MEMVM_DB_MAX_OVERFLOW of every replica (default: memvm's, 20)")
+    p.add_argument(
+        "--db-turn-lock-pool-size", type=int, help="MEMVM_DB_TURN_LOCK_POOL_SIZE of every replica (default: memvm's, 20)"
+    )
     p.add_argument("--shared-dir", type=Path, default=Path(os.environ.get("BENCH_SHARED_DIR", REPO.parent / "shared" / "bench")))
     p.add_argument("--memvm-bin", default=os.environ.get("MEMVM_BIN") or shutil.which("memvm") or "")
     p.add_argument("--out-dir", type=Path, default=REPO / "bench" / "results")
@@ -277,7 +280,11 @@ def main(argv: list[str]) -> int:
         return 2
     work = Path(tempfile.mkdtemp(prefix="memvm-scale."))
     work.chmod(0o755)  # the embedded PostgreSQL may run as its own system user (as root)
-    pools = {"MEMVM_DB_POOL_SIZE": args.db_pool_size, "MEMVM_DB_MAX_OVERFLOW": args.db_max_overflow}
+    pools = {
+        "MEMVM_DB_POOL_SIZE": args.db_pool_size,
+        "MEMVM_DB_MAX_OVERFLOW": args.db_max_overflow,
+        "MEMVM_DB_TURN_LOCK_POOL_SIZE": args.db_turn_lock_pool_size,
+    }
     cluster = Cluster(work, args.memvm_bin, fake_llm, REPO / "src", {k: str(v) for k, v in pools.items() if v is not None})
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H%MZ")

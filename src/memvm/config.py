@@ -36,8 +36,21 @@ class Settings(BaseSettings):
     # Unset → an embedded PostgreSQL+pgvector under data_dir/pg is started.
     database_url: str | None = None
     data_dir: Path = Field(default_factory=default_data_dir)
-    db_pool_size: int = Field(20, ge=1)
-    db_max_overflow: int = Field(20, ge=0)
+    # The connection budget of one HTTP process (docs/scale-out.md, "Connections per replica"): the
+    # defaults' 20 + 20 + 20 + 2 stay under PostgreSQL's default max_connections of 100. The embedding
+    # worker's process has a session pool of its own (it uses one or two connections).
+    db_pool_size: int = Field(20, ge=1, description="Session connections a process keeps open.")
+    db_max_overflow: int = Field(20, ge=0, description="Session connections a process may open beyond db_pool_size.")
+    db_turn_lock_pool_size: int = Field(
+        20,
+        ge=1,
+        description="Turns a process runs at once: each holds one connection of this pool (its turn lock) for the "
+        "whole turn; further sends wait for one (db_pool_timeout_seconds). A process opens at most db_pool_size + "
+        "db_max_overflow + db_turn_lock_pool_size + 2 (LISTEN) connections, plus one per background run until it ends.",
+    )
+    db_pool_timeout_seconds: float = Field(
+        30.0, gt=0, description="How long a request or send waits for a free connection of either pool before it gets 503."
+    )
     # A pooled connection unused this long is pinged before use (one that was used more recently is
     # trusted: a ping is three round trips, a large share of a short request).
     db_idle_ping_seconds: float = Field(5.0, ge=0)

@@ -11,6 +11,7 @@ DomainError
 ├── Busy                the agent is running another turn and the wait ran out
 ├── MemoryEditError     an edit that cannot apply to the block as it is (shown to the model)
 ├── Unavailable         this server cannot do it as configured (no sandbox for custom tools)
+├── Overloaded          every pooled database connection stayed in use for the whole wait (retry)
 ├── UnsupportedMediaType  an uploaded file of a type this server cannot read
 ├── TooLarge            an uploaded file over the server's size limit
 ├── CloudOnly           a Letta Cloud feature memvm does not serve (templates, schedules, …)
@@ -70,6 +71,11 @@ class MemoryEditError(DomainError):
 
 class Unavailable(DomainError):
     pass
+
+
+class Overloaded(DomainError):
+    """This process is running all the work its connection pools allow and none ended in time: worth
+    a retry, unlike Unavailable."""
 
 
 class UnsupportedMediaType(DomainError):

@@ -4,6 +4,7 @@ database that cannot be reached at all."""
 import asyncio
 import uuid
 
+import httpx
 import pytest
 from sqlalchemy import make_url, text
 from sqlalchemy.exc import DBAPIError
@@ -12,7 +13,7 @@ from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.config import Settings
 from memvm.db.engine import SESSION_SETTINGS, build_engine, build_lock_engine, build_sessionmaker, database_unreachable
 from memvm.db.uow import transaction
-from tests.support.api import app_client
+from tests.support.api import app_client, build_app
 
 TERMINATE_OTHERS = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
@@ -171,3 +172,19 @@ async def test_a_database_with_no_free_connection_gets_503_not_500(settings, db)
         await db.execute(f"DROP ROLE {role}")
     assert [(r.status_code, r.headers.get("retry-after")) for r in responses] == [(503, "1")] * 2
     assert "no free connection" in responses[0].json()["detail"]
+
+
+async def test_a_request_that_finds_every_pooled_connection_busy_gets_503_not_500(settings):
+    """The session pool is bounded (MEMVM_DB_POOL_SIZE + MEMVM_DB_MAX_OVERFLOW): a request waits for a
+    connection, and one that waits longer than MEMVM_DB_POOL_TIMEOUT_SECONDS is told to retry."""
+    settings = settings.model_copy(
+        update={"db_pool_size": 1, "db_max_overflow": 0, "db_pool_timeout_seconds": 0.3, "embedding_worker": False}
+    )
+    app = build_app(settings)
+    async with app.router.lifespan_context(app), app.state.sessionmaker() as holding_the_only_connection:
+        await holding_the_only_connection.execute(text("SELECT 1"))
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://memvm.test") as client:
+            answer = await client.get("/v1/agents/")
+
+    assert (answer.status_code, answer.headers.get("retry-after")) == (503, "1")
+    assert "MEMVM_DB_POOL_SIZE" in answer.json()["detail"]

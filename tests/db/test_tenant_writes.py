@@ -59,7 +59,8 @@ def unscoped(statement: str, tenant_tables: set[str]) -> list[str]:
 
 @pytest.fixture
 async def client(settings: Settings) -> Any:
-    # No embedding worker: its claims span organizations on purpose (docs/scale-out.md, known gaps).
+    # No embedding worker: it looks for work across organizations on purpose (docs/scale-out.md, known
+    # gaps); its claims, one organization each, are tests/search/test_embedding_queue.py's.
     async with app_client(settings.model_copy(update={"embedding_worker": False})) as http:
         yield http
 

@@ -1,15 +1,16 @@
-"""How many transactions and statements a turn (or an agent read) costs: each is a round trip to PostgreSQL, and on a
-busy machine the round trips, not the SQL, are what a turn waits on. Counts, not timings."""
+"""How many transactions and statements a turn (or an agent's creation or read) costs: each is a round trip to
+PostgreSQL, and on a busy machine the round trips, not the SQL, are what a request waits on. Counts, not timings."""
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 from pydantic import SecretStr
 from sqlalchemy import event
 
-from tests.support.api import build_app, create_agent
+from tests.support.api import build_app, compiled_prompt, create_agent
 
 MODEL = {"model": "openai/scripted-model"}
 ADMIN_KEY = "round-trips-admin-key"
@@ -42,25 +43,31 @@ def counted(engine) -> Iterator[RoundTrips]:
         event.remove(engine, "before_cursor_execute", on_statement)
 
 
-async def test_a_two_step_turn_takes_three_transactions_and_ends_its_run_in_the_last(settings, llm):
-    # Neither the embedding worker's polls nor local mode's periodic "any keys yet?" check (the
-    # admin key needs no lookup) may land among the turn's statements.
-    quiet = {"embedding_worker": False, "admin_api_key": SecretStr(ADMIN_KEY)}
-    app = build_app(settings.model_copy(update=quiet))
+@asynccontextmanager
+async def quiet_client(settings) -> AsyncIterator[tuple[httpx.AsyncClient, Any]]:
+    """A client of an app, and the engine to count its statements on. Neither the embedding worker's
+    polls nor local mode's periodic "any keys yet?" check (the admin key needs no lookup) may land
+    among a request's statements."""
+    app = build_app(settings.model_copy(update={"embedding_worker": False, "admin_api_key": SecretStr(ADMIN_KEY)}))
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
         async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", headers=headers, timeout=30) as client:
-            agent = await create_agent(client, **MODEL)
-            llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Bob", "new_string": "Robert"})])
-            llm.reply("Noted, Robert.")
+            yield client, app.state.sessionmaker.kw["bind"].sync_engine
 
-            with counted(app.state.sessionmaker.kw["bind"].sync_engine) as seen:
-                response = await client.post(
-                    f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": "Call me Robert"}]}
-                )
-            run_id = response.json()["usage"]["run_ids"][0]
-            run = (await client.get(f"/v1/runs/{run_id}")).json()
+
+async def test_a_two_step_turn_takes_three_transactions_and_ends_its_run_in_the_last(settings, llm):
+    async with quiet_client(settings) as (client, engine):
+        agent = await create_agent(client, **MODEL)
+        llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Bob", "new_string": "Robert"})])
+        llm.reply("Noted, Robert.")
+
+        with counted(engine) as seen:
+            response = await client.post(
+                f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": "Call me Robert"}]}
+            )
+        run_id = response.json()["usage"]["run_ids"][0]
+        run = (await client.get(f"/v1/runs/{run_id}")).json()
 
     assert response.status_code == 200 and response.json()["stop_reason"]["stop_reason"] == "end_turn"
     assert seen.transactions == 3  # the start, step one (the edit and the recompile), step two and the run's end
@@ -70,14 +77,46 @@ async def test_a_two_step_turn_takes_three_transactions_and_ends_its_run_in_the_
 
 
 async def test_reading_an_agent_without_folders_reads_no_file_views(settings):
-    app = build_app(settings.model_copy(update={"embedding_worker": False, "admin_api_key": SecretStr(ADMIN_KEY)}))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {ADMIN_KEY}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", headers=headers, timeout=30) as client:
-            agent = await create_agent(client, **MODEL)
-            with counted(app.state.sessionmaker.kw["bind"].sync_engine) as seen:
-                response = await client.get(f"/v1/agents/{agent['id']}")
+    async with quiet_client(settings) as (client, engine):
+        agent = await create_agent(client, **MODEL)
+        with counted(engine) as seen:
+            response = await client.get(f"/v1/agents/{agent['id']}")
 
     assert response.status_code == 200 and response.json()["memory"]["file_blocks"] == []
     assert [sql for sql in seen.sql if "agent_file" in sql] == []
+
+
+async def test_creating_an_agent_takes_six_statements_and_answers_what_reading_it_back_gives(settings, db):
+    # Blocks, agent (its prompt compiled before the INSERT), attachments, first block versions, the
+    # built-in tools by name, their attachments: nothing created is read back, not even for the answer.
+    async with quiet_client(settings) as (client, engine):
+        await create_agent(client, **MODEL)  # the first request of a process prepares its statements
+        with counted(engine) as seen:
+            created = await create_agent(client, **MODEL)
+        fetched = (await client.get(f"/v1/agents/{created['id']}")).json()
+        prompt = await compiled_prompt(client, created["id"])
+
+    assert (seen.transactions, seen.statements) == (1, 6), seen.sql
+    assert created == fetched
+    assert [block["label"] for block in created["memory"]["blocks"]] == ["human", "persona"]
+    # The prompt stored with the row is what a recompile at the same timestamp makes of it.
+    assert await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", created["id"]) == prompt
+    assert "Name: Bob" in prompt and "I am Sam." in prompt
+
+
+async def test_reading_an_agent_reads_only_the_relations_it_has(settings, llm):
+    # The agent row says whether it has folders, identities and runs; its blocks and tools are read.
+    async with quiet_client(settings) as (client, engine):
+        agent = await create_agent(client, **MODEL)
+        with counted(engine) as fresh:
+            before = (await client.get(f"/v1/agents/{agent['id']}")).json()
+        llm.reply("Hello.")
+        sent = await client.post(f"/v1/agents/{agent['id']}/messages", json={"messages": [{"role": "user", "content": "Hi"}]})
+        with counted(engine) as with_run:
+            after = (await client.get(f"/v1/agents/{agent['id']}")).json()
+
+    assert sent.status_code == 200, sent.text
+    assert fresh.statements == 3, fresh.sql
+    assert with_run.statements == 4, with_run.sql  # and its latest run
+    assert before["last_stop_reason"] is None and after["last_stop_reason"] == "end_turn"
+    assert after["last_run_completion"] is not None

@@ -1,37 +1,51 @@
-"""The message embedding queue: shared by workers without double work, and crash-safe."""
+"""The message embedding queue: shared by workers without double work, crash-safe, and fair to
+organizations; its claims lock one organization's rows at a time."""
 
 import asyncio
 import contextlib
+import re
 
 from sqlalchemy import event
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.config import Settings
 from memvm.db.engine import build_engine, build_sessionmaker
+from memvm.db.queue_worker import Rotation
 from memvm.embeddings.registry import EmbedderRegistry
+from memvm.files.processing import process_next
 from memvm.ids import new_id
 from memvm.search.embedding_queue import EmbeddingWorker, embed_pending
+from tests.db.test_citus_ready import REFERENCE_TABLES, TENANT_KEY
+from tests.db.test_tenant_writes import recorded_statements, unscoped
+from tests.search.test_file_processing import folder_with_file
 from tests.support.api import app_client, create_agent
 
 
-async def add_agent_with_messages(db, count, embedding=None):
+async def add_agent_with_messages(db, count, embedding=None, organization_id=DEFAULT_ORGANIZATION_ID):
     agent_id = new_id("agent")
     await db.execute(
         "INSERT INTO agent (id, name, agent_type, system, memory_render_mode, tags, metadata, timezone, compiled_system,"
         " embedding, organization_id) VALUES ($1, 'a', 'letta_v1_agent', 's', 'standard', '{}', '{}', 'UTC', '', $2, $3)",
         agent_id,
         embedding,
-        DEFAULT_ORGANIZATION_ID,
+        organization_id,
     )
     for n in range(count):
         await db.execute(
             "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
-            f" VALUES ($1, $2, 'user', 'message', $3, true, 0, '{DEFAULT_ORGANIZATION_ID}')",
+            " VALUES ($1, $2, 'user', 'message', $3, true, 0, $4)",
             new_id("message"),
             agent_id,
             f"note {n} about cats",
+            organization_id,
         )
     return agent_id
+
+
+async def add_organization(db, name):
+    organization_id = new_id("org")
+    await db.execute("INSERT INTO organization (id, name) VALUES ($1, $2)", organization_id, name)
+    return organization_id
 
 
 async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionmaker):
@@ -45,6 +59,52 @@ async def test_concurrent_workers_embed_every_message_exactly_once(db, sessionma
     assert sum(claimed) == 40  # SKIP LOCKED: no row was claimed twice
     rows = await db.fetch("SELECT embed_attempts, embedding_dim, embed_claimed_at FROM message")
     assert all(r["embed_attempts"] == 1 and r["embedding_dim"] == 384 and r["embed_claimed_at"] is None for r in rows)
+
+
+async def test_organizations_take_turns_so_one_tenants_backlog_does_not_hold_up_another(db, sessionmaker):
+    await add_agent_with_messages(db, 30)  # queued first
+    other = await add_organization(db, "other")
+    await add_agent_with_messages(db, 2, organization_id=other)
+    rotation, registry = Rotation(), EmbedderRegistry()
+
+    first_two = [await embed_pending(sessionmaker, registry, batch_size=8, rotation=rotation) for _ in range(2)]
+    waiting = await db.fetch("SELECT organization_id, count(*) FROM message WHERE embedding IS NULL GROUP BY 1")
+    while await embed_pending(sessionmaker, registry, batch_size=8, rotation=rotation):
+        pass
+
+    # Whichever organization went first, the other's turn came in the second batch; the backlog filled
+    # the rest of both batches.
+    assert first_two == [8, 8]
+    assert [tuple(row) for row in waiting] == [(DEFAULT_ORGANIZATION_ID, 16)]
+    rows = await db.fetch("SELECT embed_attempts, embedding_dim FROM message")
+    assert len(rows) == 32 and all(tuple(row) == (1, 384) for row in rows)
+
+
+async def test_the_workers_claim_and_store_rows_of_one_organization_at_a_time(settings, db, sessionmaker):
+    """Citus runs SELECT ... FOR UPDATE only on one shard, i.e. with the organization named
+    (docs/scale-out.md): every statement with which the file worker and the embedding queue lock rows,
+    and every store of vectors, names the organization of each tenant table it touches (the shared
+    tool table aside)."""
+    columns = await db.fetch("SELECT table_name FROM information_schema.columns WHERE column_name = $1", TENANT_KEY)
+    tenant_tables = {row["table_name"] for row in columns} - REFERENCE_TABLES.keys()
+    await add_agent_with_messages(db, 3)
+    await add_agent_with_messages(db, 3, organization_id=await add_organization(db, "other"))
+    async with app_client(settings.model_copy(update={"embedding_worker": False})) as client:
+        await folder_with_file(client)
+
+    with recorded_statements() as statements:
+        while await process_next(sessionmaker):
+            pass
+        while await embed_pending(sessionmaker, EmbedderRegistry()):
+            pass
+
+    claims = [s for s in statements if re.search(r"\bFOR\s+UPDATE\b", s, re.IGNORECASE)]
+    stores = [s for s in statements if "SET embedding = " in s]
+    claimed = {table for table in tenant_tables for s in claims if re.search(rf"\bFROM\s+{table}\b", s)}
+    stored = {table for table in tenant_tables for s in stores if re.search(rf"\bUPDATE\s+{table}\b", s)}
+    assert ({"folder_file", "message", "file_chunk"} <= claimed, {"message", "file_chunk"} <= stored) == (True, True)
+    assert [(s, tables) for s in claims + stores if (tables := unscoped(s, tenant_tables))] == []
+    assert await db.fetchval("SELECT count(*) FROM message WHERE embedding IS NULL") == 0
 
 
 async def test_a_stale_claim_is_taken_over_but_a_fresh_one_is_not(db, sessionmaker):

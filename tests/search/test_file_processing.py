@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from memvm.db.queue_worker import Rotation
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.files import processing
 from memvm.files.processing import Parsed, process_next
@@ -83,12 +84,12 @@ async def test_a_file_that_cannot_be_read_ends_as_error_with_the_reason(client, 
 
 async def test_a_dead_workers_file_is_taken_over_once_its_claim_expires(client, db, sessionmaker):
     folder_id, file_id = await folder_with_file(client)
-    dead = await processing._claim(sessionmaker)  # claimed, then the worker hung
+    dead = await processing._claim(sessionmaker, Rotation())  # claimed, then the worker hung
     assert dead is not None and dead.file_id == file_id
 
     assert await process_next(sessionmaker) == 0  # a fresh claim is left alone
     await db.execute("UPDATE folder_file SET claimed_at = claimed_at - interval '1 hour'")
-    live = await processing._claim(sessionmaker)
+    live = await processing._claim(sessionmaker, Rotation())
     assert live is not None and live.file_id == file_id
     # The hung worker comes back with its parse while the new one still reads: its claim no longer holds.
     await processing._store(sessionmaker, dead, Parsed("stale text", 1, []))

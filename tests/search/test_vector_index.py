@@ -1,8 +1,9 @@
-"""The planner uses the HNSW index for the archival search the server runs, and filtered search still fills top_k."""
+"""The planner uses the HNSW index for the archival search the server runs, filtered search still fills
+top_k, and an index scan that ends with too few is made up for by the exact search."""
 
 import random
 
-from sqlalchemy import Executable
+from sqlalchemy import Executable, text
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement
 
@@ -50,20 +51,33 @@ async def insert_archive(db, model: str = MODEL, dim: int = DIM) -> str:
     return archive_id
 
 
+def near(center: list[float], rng: random.Random) -> list[float]:
+    """A vector close to `center` (cosine about 0.96 at 384-d)."""
+    values = [c + 0.3 * n for c, n in zip(center, unit_vector(rng), strict=True)]
+    norm = sum(v * v for v in values) ** 0.5
+    return [v / norm for v in values]
+
+
 async def seed(db, count, rare_every):
     rng = random.Random(7)
+    passages = [(unit_vector(rng), ["rare"] if n % rare_every == 0 else ["common"]) for n in range(count)]
+    return await insert_passages(db, passages), unit_vector(rng)
+
+
+async def insert_passages(db, passages: list[tuple[list[float], list[str]]]) -> str:
+    """A new archive of these passages (vector, tags); its id."""
     archive_id = await insert_archive(db)
-    rows = []
-    for n in range(count):
-        tags = ["rare"] if n % rare_every == 0 else ["common"]
-        rows.append((new_id("passage"), archive_id, f"p{n}", str(unit_vector(rng)), MODEL, DIM, tags, DEFAULT_ORGANIZATION_ID))
+    rows = [
+        (new_id("passage"), archive_id, f"p{n}", str(vector), MODEL, DIM, tags, DEFAULT_ORGANIZATION_ID)
+        for n, (vector, tags) in enumerate(passages)
+    ]
     await db.executemany(
         "INSERT INTO passage (id, archive_id, text, embedding, embedding_model, embedding_dim, tags, metadata, writer_type,"
         " organization_id) VALUES ($1, $2, $3, $4::vector, $5, $6, $7, '{}', 'api', $8)",
         rows,
     )
     await db.execute("ANALYZE passage")
-    return archive_id, unit_vector(rng)
+    return archive_id
 
 
 async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessionmaker):
@@ -79,3 +93,27 @@ async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessio
 
     assert "ix_passage_embedding_384" in plan, plan
     assert len(filtered) == 10  # 50 rare passages exist; the iterative scan keeps going until 10 pass the filter
+
+
+async def test_an_index_scan_that_ends_with_too_few_is_made_up_for_by_the_exact_search(db, sessionmaker):
+    rng = random.Random(30)
+    query_vector = unit_vector(rng)
+    opposite = [-v for v in query_vector]
+    # Two thirds tagged 'far', together opposite the query; the rest random. Enough tagged passages for
+    # the index to pay, but an index scan from the query reaches them last.
+    archive_id = await insert_passages(
+        db, [(near(opposite, rng), ["far"]) if n % 3 else (unit_vector(rng), []) for n in range(3000)]
+    )
+    far = PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=query_vector, top_k=10, tags=["far"])
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        # The scan's tuple budget spent before it gets there, as in an archive too large to walk.
+        await session.execute(text("SET LOCAL hnsw.max_scan_tuples = 1"))
+        found = await search_passages(session, far)
+        assert await index_pays(session, far, far.top_k)  # the search took the index first
+        through_index = list(await session.execute(far.statement(indexed=True)))
+        await session.execute(text("SET LOCAL enable_indexscan = off"))
+        exact = list(await session.execute(far.statement(indexed=False)))
+
+    assert len(through_index) < 10
+    assert [hit.passage.id for hit in found] == [row.id for row in exact]
+    assert len(found) == 10

@@ -13,6 +13,7 @@ from memvm import __version__
 from memvm.agentfiles import legacy
 from memvm.agents import service as agents
 from memvm.agents.schemas import derived_llm_config
+from memvm.agents.views import describe
 from memvm.archives import service as archives
 from memvm.blocks.schemas import BlockRead
 from memvm.db.pagination import PageRequest
@@ -44,7 +45,7 @@ async def export_agent(
     """`default_model`: the server's, written as the llm_config of an agent that names no model (a
     Letta server cannot create an agent without one)."""
     agent = await agents.get_agent(session, agent_id)
-    [view] = await agents.describe(session, [agent], include=None)
+    [view] = await describe(session, [agent], include=None)
     llm_config = view.llm_config or (derived_llm_config(default_model, agent.context_window_limit) if default_model else None)
     blocks = await agents.agent_blocks(session, agent_id)
     attached_tools = await tools.agent_tools(session, agent_id)

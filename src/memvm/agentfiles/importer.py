@@ -150,7 +150,7 @@ class _Writer:
                 }
             )
             try:
-                agent = await agents.create_agent(self.session, create, actor=self.caller.actor)
+                agent = (await agents.create_agent(self.session, create, actor=self.caller.actor)).agent
                 await self._attach_archives(agent, [archive_ids[i] for i in agent_plan.source.archive_ids if i in archive_ids])
                 await self.folders.give(agent.id, agent_plan.source)
             except DomainError as error:

@@ -36,6 +36,13 @@ def check_unique_labels(labels: Sequence[str]) -> None:
         seen.add(label)
 
 
+def label_clash(agent_id: str, block: Block, *, holder_id: str) -> Conflict:
+    return Conflict(
+        f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder_id}); cannot attach {block.id}. "
+        "Detach that block first or rename one of them."
+    )
+
+
 async def replace_blocks(session: AsyncSession, agent: Agent, new_blocks: Sequence[Block]) -> None:
     check_unique_labels([block.label for block in new_blocks])
     keep = [block.id for block in new_blocks]

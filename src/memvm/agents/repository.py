@@ -3,17 +3,28 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, or_, select, update
+from sqlalchemy import Select, bindparam, delete, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import owned
-from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm import Agent, AgentBlock, AgentFolder, Block, IdentityAgent, Run
 
 # The hottest reads are built once, with bound parameters: building the expression per request
 # showed in the profile.
 _AGENT_BY_ID = select(Agent).where(Agent.id == bindparam("agent_id")).execution_options(populate_existing=True)
+# With it, whether the agent has folders, identities and runs: its view reads only those it has.
+_AGENT_WITH_LINKS = (
+    select(
+        Agent,
+        exists().where(AgentFolder.agent_id == Agent.id),
+        exists().where(IdentityAgent.agent_id == Agent.id),
+        exists().where(Run.agent_id == Agent.id),
+    )
+    .where(Agent.id == bindparam("agent_id"))
+    .execution_options(populate_existing=True)
+)
 _BLOCK_BY_LABEL = (
     select(Block)
     .join(AgentBlock, AgentBlock.block_id == Block.id)
@@ -25,6 +36,12 @@ _BLOCK_BY_LABEL = (
 async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent | None:
     query = _AGENT_BY_ID.with_for_update() if lock else _AGENT_BY_ID
     return await session.scalar(query, {"agent_id": agent_id})
+
+
+async def get_with_links(session: AsyncSession, agent_id: str) -> tuple[Agent, bool, bool, bool] | None:
+    """The agent, and whether it has folders, identities and runs."""
+    row = (await session.execute(_AGENT_WITH_LINKS, {"agent_id": agent_id})).first()
+    return None if row is None else (row[0], row[1], row[2], row[3])
 
 
 def list_query(

@@ -10,8 +10,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.agents import block_links, repository
-from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate
+from memvm.agents.schemas import AgentCreate, AgentFields, AgentUpdate
 from memvm.agents.tool_rules import ToolRule, named_tools
+from memvm.agents.views import Links, NewAgent
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
@@ -25,8 +26,13 @@ from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
 from memvm.orm import Agent, AgentBlock, Block, Tool
-from memvm.prompts.service import DEFAULT_SYSTEM_PROMPT, blocks_in_prompt_order, preview_prompt, recompile_agents
-from memvm.runs import service as runs
+from memvm.prompts.service import (
+    DEFAULT_SYSTEM_PROMPT,
+    blocks_in_prompt_order,
+    compile_new_agent,
+    preview_prompt,
+    recompile_agents,
+)
 from memvm.tools import service as tools
 
 _HANDLE = re.compile(r"[^/\s]+/\S+")
@@ -49,7 +55,7 @@ _PROMPT_FIELDS = frozenset({"system", "memory_render_mode", "timezone"})
 _FILE_LIMIT_FIELDS = frozenset({"max_files_open", "per_file_view_window_char_limit", "context_window_limit", "llm_config"})
 
 
-async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> Agent:
+async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor) -> NewAgent:
     """Create the agent with its new and existing blocks; fails whole on any bad block."""
     check_handles(data)
     if folder_ids := data.chosen_folder_ids():
@@ -79,19 +85,22 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         max_files_open=data.max_files_open,
         per_file_view_window_char_limit=data.per_file_view_window_char_limit,
     )
+    created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)  # stores the blocks alone
+    attached = [*created, *existing]
+    compile_new_agent(agent, attached)  # stored with its row: no recompile to lock and re-read it
     session.add(agent)
-    created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)
     # One multi-row INSERT: the ORM inserts rows in the order they were added and has PostgreSQL
     # number them (`position`, an identity) in that order, so the prompt keeps the order given.
-    session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in [*created, *existing]])
+    session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in attached])
     await session.flush()
-    await tools.attach_tools(session, agent.id, await _initial_tools(session, data), new_agent=True)
+    chosen_tools = list({tool.id: tool for tool in await _initial_tools(session, data)}.values())
+    await tools.attach_tools(session, agent.id, chosen_tools, new_agent=True)
     if folder_ids:
         await files.set_folders(session, agent.id, folder_ids)  # after the tools: the file tools come with them
+        await recompile_agents(session, [agent.id])  # its prompt lists the folders' files
     if data.identity_ids:
         await identities.set_agent_identities(session, agent.id, data.identity_ids)
-    await recompile_agents(session, [agent.id])
-    return agent
+    return NewAgent(agent, attached, chosen_tools)
 
 
 async def _initial_tools(session: AsyncSession, data: AgentCreate) -> list[Tool]:
@@ -139,6 +148,15 @@ async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False)
     if agent is None:
         raise agent_not_found(agent_id)
     return agent
+
+
+async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> tuple[Agent, Links]:
+    """The agent, and which relations it has that its view would read (in the same statement)."""
+    found = await repository.get_with_links(session, agent_id)
+    if found is None:
+        raise agent_not_found(agent_id)
+    agent, *links = found
+    return agent, Links(*links)
 
 
 async def list_agents(
@@ -289,7 +307,7 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
     if any(link.block_id == block_id for link in links):
         return agent
     if links:
-        raise _label_clash(agent_id, block, holder_id=links[0].block_id)
+        raise block_links.label_clash(agent_id, block, holder_id=links[0].block_id)
     session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
     await flush_or_conflict(
         session, block_links.LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}."
@@ -333,47 +351,3 @@ async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: b
 async def prompt_in_mode(session: AsyncSession, agent_id: str, mode: RenderMode) -> str:
     """The agent's current prompt as it would read in `mode` (the stored one is in the agent's own)."""
     return await preview_prompt(session, await get_agent(session, agent_id), keep_timestamp=True, mode=mode)
-
-
-def _label_clash(agent_id: str, block: Block, *, holder_id: str) -> Conflict:
-    return Conflict(
-        f"Agent {agent_id!r} already has a block labelled {block.label!r} ({holder_id}); cannot attach {block.id}. "
-        "Detach that block first or rename one of them."
-    )
-
-
-async def describe(
-    session: AsyncSession, agents: Sequence[Agent], *, include: set[str] | None, new: bool = False
-) -> list[AgentRead]:
-    """API views of `agents`. `include=None` means everything; otherwise only the named
-    relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients.
-    `new`: agents created in this transaction, which have no runs to look up."""
-    with_blocks = include is None or "agent.blocks" in include
-    blocks_of = await blocks_in_prompt_order(session, [agent.id for agent in agents]) if with_blocks else {}
-    with_tools = include is None or "agent.tools" in include
-    tools_of = await tools.tools_of_agents(session, [agent.id for agent in agents]) if with_tools else {}
-    with_folders = include is None or "agent.sources" in include
-    folders_of = await files.folders_of_agents(session, [agent.id for agent in agents]) if with_folders else {}
-    # An agent has file views only of its folders' files: agents known to have no folder need no query.
-    viewers = [agent for agent in agents if folders_of.get(agent.id)] if with_folders else agents
-    file_blocks_of = await views.file_blocks(session, viewers) if with_blocks and viewers else {}
-    with_identities = include is None or "agent.identities" in include
-    identities_of = await identities.identities_of_agents(session, [a.id for a in agents]) if with_identities else {}
-    # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
-    show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
-    show_secrets = include is None or "agent.secrets" in include
-    last_runs = {} if new else await runs.latest_runs(session, [agent.id for agent in agents])
-    return [
-        AgentRead.of(
-            agent,
-            blocks_of.get(agent.id),
-            tools_of.get(agent.id),
-            folders=folders_of.get(agent.id),
-            identities=identities_of.get(agent.id),
-            file_blocks=file_blocks_of.get(agent.id),
-            show_tags=show_tags,
-            show_secrets=show_secrets,
-            last_run=last_runs.get(agent.id),
-        )
-        for agent in agents
-    ]

@@ -3,6 +3,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 
 from memvm.agents import service
+from memvm.agents import views as agent_views
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate, SecretRead
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relations, page_params
@@ -31,9 +32,8 @@ async def create_agent(body: AgentCreate, runtime: RuntimeDep, caller: CallerDep
     """Create an agent with new (`memory_blocks`) and existing (`block_ids`) core-memory blocks."""
     _embedding_in_reach(runtime, body)
     async with tx() as session:
-        agent = await service.create_agent(session, body, actor=caller.actor)
-        [view] = await service.describe(session, [agent], include=None, new=True)
-    return view
+        new = await service.create_agent(session, body, actor=caller.actor)
+        return await agent_views.describe_new(session, new, body)
 
 
 @router.get("/", response_model=list[AgentRead])
@@ -61,15 +61,16 @@ async def list_agents(
             match_all_tags=match_all_tags,
             among=among if identity_id or identifier_keys else None,
         )
-        return await service.describe(session, agents, include=included_relations(request, include))
+        return await agent_views.describe(session, agents, include=included_relations(request, include))
 
 
 @router.get("/{agent_id}", response_model=AgentRead)
 async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep, include: IncludeParam = None) -> AgentRead:
     """Get one agent; `include` selects relations as the Letta SDK sends it."""
     async with tx() as session:
-        agent = await service.get_agent(session, agent_id)
-        [view] = await service.describe(session, [agent], include=included_relations(request, include))
+        agent, links = await service.get_agent_to_describe(session, agent_id)
+        included = included_relations(request, include)
+        [view] = await agent_views.describe(session, [agent], include=included, links={agent.id: links})
     return view
 
 
@@ -79,7 +80,7 @@ async def update_agent(agent_id: AgentId, body: AgentUpdate, runtime: RuntimeDep
     _embedding_in_reach(runtime, body)
     async with tx() as session:
         agent = await service.update_agent(session, agent_id, body)
-        [view] = await service.describe(session, [agent], include=None)
+        [view] = await agent_views.describe(session, [agent], include=None)
     return view
 
 
@@ -116,7 +117,7 @@ async def reset_messages(agent_id: AgentId, runtime: RuntimeDep, caller: CallerD
     await window_operations.reset_messages(runtime, caller, agent_id)
     async with tx() as session:
         agent = await service.get_agent(session, agent_id)
-        [view] = await service.describe(session, [agent], include=None)
+        [view] = await agent_views.describe(session, [agent], include=None)
     return view
 
 

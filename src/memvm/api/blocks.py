@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.agents.views import describe
 from memvm.api.auth import CallerDep
 from memvm.api.deps import (
     BlockId,
@@ -89,7 +90,7 @@ async def list_block_agents(
     """Agents this block is attached to."""
     async with tx() as session:
         found = await agents.agents_of_block(session, block_id, page)
-        return await agents.describe(session, found, include=included_relations(request, include))
+        return await describe(session, found, include=included_relations(request, include))
 
 
 @router.get("/{block_id}/history", response_model=list[BlockHistoryEntry])

@@ -4,6 +4,7 @@ from fastapi import APIRouter, Depends, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.agents.views import describe
 from memvm.api.auth import CallerDep
 from memvm.api.deps import (
     AgentId,
@@ -59,7 +60,7 @@ async def attach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep)
     """Attach an existing block (idempotent); a label the agent already uses is a 409."""
     async with tx() as session:
         agent = await agents.attach_block(session, agent_id, block_id)
-        [view] = await agents.describe(session, [agent], include=None)
+        [view] = await describe(session, [agent], include=None)
     return view
 
 
@@ -68,7 +69,7 @@ async def detach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep)
     """Detach a block from the agent; the block itself is kept."""
     async with tx() as session:
         agent = await agents.detach_block(session, agent_id, block_id)
-        [view] = await agents.describe(session, [agent], include=None)
+        [view] = await describe(session, [agent], include=None)
     return view
 
 

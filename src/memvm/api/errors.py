@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 from fastapi.routing import iter_route_contexts
 from pydantic import BaseModel
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -26,6 +27,7 @@ from memvm.errors import (
     LLMError,
     MemoryEditError,
     NotFound,
+    Overloaded,
     PreconditionFailed,
     TooLarge,
     Unauthenticated,
@@ -48,11 +50,14 @@ STATUS_OF = {
     TooLarge: 413,
     UnsupportedMediaType: 415,
     Unavailable: 503,
+    Overloaded: 503,
     LLMError: 502,  # the model provider failed outside a turn (e.g. summarize)
     CloudOnly: 501,
 }
 # The Letta SDK retries 409s by default; these will fail the same way again.
 _NO_RETRY = {"x-should-retry": "false"}
+# An answer that a moment later will be different (the SDK retries a 503 after `retry-after`).
+_RETRY_SOON = {"retry-after": "1"}
 # deadlock_detected and serialization_failure: PostgreSQL failed this transaction so that a concurrent
 # one could go on. Paths lock in one order (files/service.py) so none should escape; if one does, the
 # same request again will do.
@@ -93,7 +98,10 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
     ),
     422: _documented("Invalid request, or a block value over its limit; `detail` names the field and the reason."),
     502: _documented("The model provider failed outside a turn (e.g. summarize)."),
-    503: _documented("The database connection was lost, or the server cannot do this as configured; retry after `retry-after`."),
+    503: _documented(
+        "The database connection was lost, or every pooled connection stayed busy (too many requests or turns at once), "
+        "or the server cannot do this as configured; retry after `retry-after`."
+    ),
 }
 
 # Only routes that read an uploaded document's type answer it (folder uploads).
@@ -108,6 +116,7 @@ def install(app: FastAPI) -> None:
     app.exception_handler(RequestValidationError)(_validation_error)
     app.exception_handler(HTTPException)(_http_error)
     app.exception_handler(DBAPIError)(_database_error)
+    app.exception_handler(PoolTimeout)(_pool_exhausted)
     app.exception_handler(Exception)(_unexpected_error)
 
 
@@ -117,7 +126,9 @@ def status_of(error: DomainError) -> int:
 
 async def _domain_error(request: Request, error: DomainError) -> JSONResponse:
     status = status_of(error)
-    headers = {**_NO_RETRY, "www-authenticate": _challenge(request)} if status == 401 else _NO_RETRY
+    headers = _RETRY_SOON if isinstance(error, Overloaded) else _NO_RETRY
+    if status == 401:
+        headers = {**headers, "www-authenticate": _challenge(request)}
     body: dict[str, Any] = {"detail": error.message}
     problems = getattr(error, "problems", None)  # errors that list several reasons (agent-file import)
     if problems:
@@ -186,6 +197,17 @@ async def _database_error(request: Request, error: DBAPIError) -> JSONResponse:
     return JSONResponse(
         {"detail": "The database connection was lost; retry the request."}, status_code=503, headers={"retry-after": "1"}
     )
+
+
+async def _pool_exhausted(request: Request, error: PoolTimeout) -> JSONResponse:
+    """Every session connection of this process stayed in use while the request waited for one
+    (MEMVM_DB_POOL_TIMEOUT_SECONDS): the process is overloaded for a moment, not broken."""
+    log.warning("no pooled database connection free on %s %s: %s", request.method, request.url.path, error)
+    detail = (
+        "The server is handling as many requests as its database connections allow (MEMVM_DB_POOL_SIZE + "
+        "MEMVM_DB_MAX_OVERFLOW) and none ended while this one waited; retry the request."
+    )
+    return await _domain_error(request, Overloaded(detail))
 
 
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.agents.views import describe
 from memvm.api.deps import AgentId, BlockId, TransactionDep, included_relations, page_params
 from memvm.api.schemas import NULL_ANSWER
 from memvm.blocks import service as blocks
@@ -101,7 +102,7 @@ async def list_identity_agents(
     async with tx() as session:
         await service.require(session, identity_id)
         found = await agents.list_agents(session, page, among=service.member_ids_query("agent", identity_id=identity_id))
-        return await agents.describe(session, found, include=included_relations(request, include))
+        return await describe(session, found, include=included_relations(request, include))
 
 
 @router.get("/v1/identities/{identity_id}/blocks", response_model=list[BlockRead])

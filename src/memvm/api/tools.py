@@ -5,6 +5,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
+from memvm.agents.views import describe
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import ToolExecutionResult, ToolRunResponse, ToolSearchResult
@@ -178,7 +179,7 @@ async def attach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) ->
     """Attach a tool to an agent (idempotent); it is offered to the model from the next turn on."""
     async with tx() as session:
         agent = await agents.attach_tool(session, agent_id, tool_id)
-        [view] = await agents.describe(session, [agent], include=None)
+        [view] = await describe(session, [agent], include=None)
     return view
 
 
@@ -224,7 +225,7 @@ async def update_tool_approval(
         raise InvalidInput('Send {"requires_approval": true|false} in the body (or as a query parameter).')
     async with tx() as session:
         agent = await agents.set_requires_approval(session, agent_id, tool_name, required=required)
-        [view] = await agents.describe(session, [agent], include=None)
+        [view] = await describe(session, [agent], include=None)
     return view
 
 
@@ -233,5 +234,5 @@ async def detach_tool(agent_id: AgentId, tool_id: ToolId, tx: TransactionDep) ->
     """Detach a tool from an agent."""
     async with tx() as session:
         agent = await agents.detach_tool(session, agent_id, tool_id)
-        [view] = await agents.describe(session, [agent], include=None)
+        [view] = await describe(session, [agent], include=None)
     return view

@@ -30,6 +30,7 @@ def build_engine(url: str, settings: Settings) -> AsyncEngine:
         url,
         pool_size=settings.db_pool_size,
         max_overflow=settings.db_max_overflow,
+        pool_timeout=settings.db_pool_timeout_seconds,
         connect_args={"server_settings": SESSION_SETTINGS},
     )
     report_unreachable_as_disconnect(engine)
@@ -164,8 +165,18 @@ def build_lock_engine(url: str) -> AsyncEngine:
 def build_turn_lock_engine(url: str, settings: Settings) -> AsyncEngine:
     """Pooled and autocommit, for the agents' turn locks: a new PostgreSQL connection cost a turn
     8 ms against 1 ms for the lock itself. runtime/loop/turn_lock.py releases a turn's lock before it
-    hands the connection back, and discards a connection it could not release."""
-    engine = create_async_engine(url, pool_size=settings.db_pool_size, max_overflow=-1, isolation_level="AUTOCOMMIT")
+    hands the connection back, and discards a connection it could not release.
+
+    Bounded: a turn holds its connection from before its first session connection to after its last,
+    so db_turn_lock_pool_size is how many turns a process runs at once, and further sends queue for a
+    connection (runtime/loop/turn_lock.py says why that wait cannot deadlock)."""
+    engine = create_async_engine(
+        url,
+        pool_size=settings.db_turn_lock_pool_size,
+        max_overflow=0,
+        pool_timeout=settings.db_pool_timeout_seconds,
+        isolation_level="AUTOCOMMIT",
+    )
     report_unreachable_as_disconnect(engine)
     refuse_connections_the_server_ended(engine)
     ping_idle_connections(engine, settings.db_idle_ping_seconds)

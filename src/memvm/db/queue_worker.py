@@ -1,13 +1,36 @@
-"""The loop of a background worker that drains a queue table (embeddings, files to parse)."""
+"""The loop of a background worker that drains a queue table (embeddings, files to parse), and the
+turns organizations take in it."""
 
 import asyncio
+import bisect
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from memvm.db.engine import database_unreachable
 
 log = logging.getLogger(__name__)
+
+
+class Rotation:
+    """The order in which a worker serves the organizations with rows waiting in a queue (it claims
+    one organization's rows at a time: under Citus, FOR UPDATE must stay in one shard). Each batch
+    starts with the organization after the one the previous batch started with, and the next ones
+    fill what it leaves: of N organizations with rows waiting, each starts a batch once in N, so a
+    large backlog no longer keeps the others' rows waiting until it is drained."""
+
+    def __init__(self) -> None:
+        self._first: dict[str, str] = {}  # per queue, the organization its last batch started with
+
+    def order(self, queue: str, organizations: Iterable[str]) -> list[str]:
+        """The organizations in this batch's order, and the next batch starts one further."""
+        ordered = sorted(organizations)
+        previous = self._first.get(queue)
+        start = 0 if previous is None else bisect.bisect_right(ordered, previous)
+        ordered = ordered[start:] + ordered[:start]
+        if ordered:
+            self._first[queue] = ordered[0]
+        return ordered
 
 
 class QueueWorker:
@@ -42,6 +65,9 @@ class QueueWorker:
 
     async def _run(self) -> None:
         while not self._stopping:
+            # Cleared before the batch, not after: a wakeup while it runs (rows queued too late for
+            # it) must end the wait that follows an empty batch.
+            self._wakeup.clear()
             try:
                 claimed = await self._drain()
             except Exception as error:
@@ -52,6 +78,5 @@ class QueueWorker:
                 claimed = 0
             if claimed or self._stopping:
                 continue
-            self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self._poll_seconds)

@@ -8,20 +8,24 @@ Both are checked against pinned sha256 values, and the checked bytes are the one
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import ctypes
 import hashlib
 import importlib.metadata
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from memvm.embeddings.model_graph import gather_rows_first
 from memvm.embeddings.ports import EmbeddingModelError
 
 if TYPE_CHECKING:  # numpy is imported by the first embedding, like onnxruntime (see load)
     import numpy as np
+
+Result = TypeVar("Result")
 
 # tokenizers never fetches anything when loaded from a string, but keep any HF code offline too.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -36,10 +40,6 @@ TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f41157
 MAX_TOKENS = 256  # the model's max_seq_length (the tokenizer file itself says 128)
 BATCH_SIZE = 64
 TOKEN_BUDGET = 2048  # rows × padded length per inference call: bounds transient memory (~100 MB)
-# After a call this large, freed memory goes back to the OS: the inference buffers are freed to
-# malloc, which keeps them (about 95 MiB more RSS per process for good); a trim takes ~3 ms, in the
-# embedding thread. A short query frees too little to be worth it.
-TRIM_AFTER_TOKENS = 512
 
 
 def installed_model_path() -> Path:
@@ -73,7 +73,7 @@ def default_threads() -> int:
 
 
 class LocalMiniLM:
-    """memvm.embeddings.ports.Embedder; loads on first use (once, thread-safe) and embeds in a worker thread."""
+    """memvm.embeddings.ports.Embedder; loads on first use (once, thread-safe) and embeds in a thread of its own."""
 
     model = MODEL_ID
     dim = DIM
@@ -93,6 +93,12 @@ class LocalMiniLM:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        # One thread runs every call of embed(): each thread that runs the model keeps memory of its own
+        # for good (malloc's arena, onnxruntime's buffers), about 200 MiB more with asyncio.to_thread's
+        # pool of up to six (bench/README.md), and concurrent calls would only share the same cores.
+        # Its thread starts with the first call, so a process that forks must not embed before it does
+        # (`memvm serve`'s supervisor never embeds).
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memvm-embed")
 
     def load(self) -> None:
         """Check and load both files; a no-op once done. Blocking: call it from a thread."""
@@ -121,7 +127,10 @@ class LocalMiniLM:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             # The arena would keep each batch's peak (hundreds of MB) for the life of the process.
             options.enable_cpu_mem_arena = False
-            session = onnxruntime.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(gather_rows_first(model_bytes), options, providers=["CPUExecutionProvider"])
+            # Loading (folding the weights to float32) frees about 70 MiB to malloc, which would keep it
+            # in a process that only ever embeds short queries, too short to trim after.
+            _return_freed_memory()
 
             self._tokenizer = tokenizer
             self._session = session  # last: it is the "loaded" flag read without the lock
@@ -131,7 +140,7 @@ class LocalMiniLM:
             raise TypeError("embed() takes a sequence of texts, not one str")
         if not texts:
             return []
-        vectors: list[list[float]] = (await asyncio.to_thread(self.embed_sync, list(texts))).tolist()
+        vectors: list[list[float]] = await self._in_own_thread(lambda: self.embed_sync(list(texts)).tolist())
         return vectors
 
     async def embed_counting(self, texts: Sequence[str]) -> tuple[list[list[float]], int]:
@@ -142,7 +151,10 @@ class LocalMiniLM:
             encodings = self._encode(texts)
             return self._embed_encodings(encodings).tolist(), sum(len(e.ids) for e in encodings)
 
-        return await asyncio.to_thread(work)
+        return await self._in_own_thread(work)
+
+    async def _in_own_thread(self, work: Callable[[], Result]) -> Result:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, work)
 
     def embed_sync(self, texts: Sequence[str]) -> np.ndarray:
         """(len(texts), 384) float32, unit rows. Blocking."""
@@ -158,8 +170,9 @@ class LocalMiniLM:
         out = np.empty((len(encodings), DIM), dtype=np.float32)
         for chunk in self._chunks([len(e.ids) for e in encodings]):
             out[chunk] = self._embed_batch([encodings[i].ids for i in chunk])
-        if sum(len(e.ids) for e in encodings) >= TRIM_AFTER_TOKENS:
-            _return_freed_memory()
+        # The inference buffers are freed to malloc, which would keep them (tens of MiB per process);
+        # a trim takes 0.1 ms after a short query, 0.7 ms after 80 words, ~3 ms after a full batch.
+        _return_freed_memory()
         return out
 
     def _chunks(self, lengths: list[int]) -> list[list[int]]:
@@ -201,7 +214,7 @@ _shared_lock = threading.Lock()
 
 
 def shared_local_embedder() -> LocalMiniLM:
-    """The process-wide instance, so the model is loaded (≈220 MB) at most once."""
+    """The process-wide instance, so the model is loaded (≈85 MiB) at most once."""
     global _shared
     with _shared_lock:
         if _shared is None:

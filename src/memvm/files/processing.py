@@ -1,11 +1,13 @@
 """The file worker: reads uploaded files into text and chunks, in the background.
 
 An upload waits with status `parsing` and its bytes in `raw`. A worker (in every replica, or in
-`memvm worker`) claims the oldest one with FOR UPDATE SKIP LOCKED, reads it outside any transaction
-(a PDF may take minutes, in a child process: parsing/isolation.py), and stores text and chunks in
-one transaction, only if its claim still holds. Then the file is `embedding`: the embedding queue
-(search/embedding_queue.py) gives its chunks vectors with the folder's model and counts them, and the
-file is `completed` when all have one. A file that cannot be read is `error`, with the reason.
+`memvm worker`) claims an organization's oldest one with FOR UPDATE SKIP LOCKED (under Citus a row
+lock must stay in one shard), organizations taking turns (db/queue_worker.Rotation). It reads the
+file outside any transaction (a PDF may take minutes, in a child process: parsing/isolation.py), and
+stores text and chunks in one transaction, only if its claim still holds. Then the file is
+`embedding`: the embedding queue (search/embedding_queue.py) gives its chunks vectors with the
+folder's model and counts them, and the file is `completed` when all have one. A file that cannot be
+read is `error`, with the reason.
 
 A worker killed mid-file leaves a claim that expires after CLAIM_TIMEOUT_SECONDS; the next worker
 takes the file over. One that kills every worker reading it is given up on after MAX_ATTEMPTS.
@@ -19,7 +21,7 @@ from sqlalchemy import Integer, Text, bindparam, delete, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from memvm.db.queue_worker import QueueWorker
+from memvm.db.queue_worker import QueueWorker, Rotation
 from memvm.db.tenancy import ALL_ORGANIZATIONS
 from memvm.db.uow import transaction
 from memvm.files import repository, views
@@ -34,14 +36,17 @@ MAX_ATTEMPTS = 3
 # A folder's chunk size is in tokens (Letta's embedding_chunk_size); a token is ~3-4 characters.
 CHARS_PER_TOKEN = 3
 
-_CLAIM = text("""
+_CLAIMABLE = """processing_status = 'parsing'
+    AND (claimed_at IS NULL OR claimed_at < clock_timestamp() - make_interval(secs => :timeout))"""
+# Read on every shard under Citus, without locks: whose files the rotation takes turns among.
+_WAITING = text(f"SELECT DISTINCT organization_id FROM folder_file WHERE {_CLAIMABLE}")
+_CLAIM = text(f"""
     UPDATE folder_file AS f
     SET claimed_at = clock_timestamp(), attempts = f.attempts + 1
-    WHERE (f.organization_id, f.id) = (
-        SELECT organization_id, id FROM folder_file
-        WHERE processing_status = 'parsing'
-          AND (claimed_at IS NULL OR claimed_at < clock_timestamp() - make_interval(secs => :timeout))
-        ORDER BY created_at
+    WHERE f.organization_id = :organization_id AND f.id = (
+        SELECT w.id FROM folder_file AS w
+        WHERE w.organization_id = :organization_id AND {_CLAIMABLE}
+        ORDER BY w.created_at
         LIMIT 1
         FOR UPDATE SKIP LOCKED)
     RETURNING f.id, f.folder_id, f.organization_id, f.claimed_at, f.attempts, f.file_type, f.raw,
@@ -98,9 +103,11 @@ class Failed:
     reason: str
 
 
-async def process_next(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
-    """Read the oldest waiting file; 1 if there was one, 0 if none waits."""
-    claim = await _claim(sessionmaker)
+async def process_next(sessionmaker: async_sessionmaker[AsyncSession], rotation: Rotation | None = None) -> int:
+    """Read the oldest waiting file of the organization whose turn it is (`rotation`: the worker's own,
+    kept from file to file; without one, the first organization in order); 1 if there was one, 0 if
+    none waits."""
+    claim = await _claim(sessionmaker, rotation or Rotation())
     if claim is None:
         async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
             await session.execute(_GIVE_UP)
@@ -113,10 +120,15 @@ async def process_next(sessionmaker: async_sessionmaker[AsyncSession]) -> int:
     return 1
 
 
-async def _claim(sessionmaker: async_sessionmaker[AsyncSession]) -> Claim | None:
+async def _claim(sessionmaker: async_sessionmaker[AsyncSession], rotation: Rotation) -> Claim | None:
+    """The first organization in turn whose oldest file no other worker holds."""
     async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-        row = (await session.execute(_CLAIM, {"timeout": CLAIM_TIMEOUT_SECONDS})).first()
-    return None if row is None else Claim(*row)
+        waiting = (await session.scalars(_WAITING, {"timeout": CLAIM_TIMEOUT_SECONDS})).all()
+        for organization_id in rotation.order("folder_file", waiting):
+            params = {"timeout": CLAIM_TIMEOUT_SECONDS, "organization_id": organization_id}
+            if row := (await session.execute(_CLAIM, params)).first():
+                return Claim(*row)
+    return None
 
 
 def read(claim: Claim) -> Parsed | Failed:
@@ -201,8 +213,10 @@ class FileWorker(QueueWorker):
         embedding_wakeup: asyncio.Event,
         poll_seconds: float,
     ) -> None:
+        rotation = Rotation()
+
         async def drain() -> int:
-            taken = await process_next(sessionmaker)
+            taken = await process_next(sessionmaker, rotation)
             if taken:
                 embedding_wakeup.set()
             return taken

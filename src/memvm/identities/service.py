@@ -183,6 +183,8 @@ async def _read(session: AsyncSession, identity: Identity) -> IdentityRead:
 
 
 async def _read_all(session: AsyncSession, identities: Sequence[Identity]) -> list[IdentityRead]:
+    if not identities:  # an agent without identities (most) costs no member queries
+        return []
     ids = [identity.id for identity in identities]
     agents = await repository.member_ids(session, "agent", ids)
     blocks = await repository.member_ids(session, "block", ids)

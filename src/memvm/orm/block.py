@@ -56,7 +56,9 @@ class BlockChange(TenantOwned, Base):
     __tablename__ = "block_change"
     __table_args__ = (Index("ix_block_change_block_id_version", "block_id", "version"),)
 
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    # autoincrement: with organization_id in the key the ORM would not otherwise match RETURNING rows
+    # to a multi-row INSERT's, and so would insert a new agent's first versions one statement each.
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True, autoincrement=True)
     block_id: Mapped[str] = mapped_column(String, index=True)
     version: Mapped[int] = mapped_column(Integer)
     change: Mapped[str] = mapped_column(String)  # create | update | undo | redo | restore | delete

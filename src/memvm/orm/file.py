@@ -75,7 +75,7 @@ class FileChunk(TenantOwned, Base):
         tenant_foreign_key("file_id", "folder_file", ondelete="CASCADE"),
         tenant_foreign_key("folder_id", "folder", ondelete="CASCADE"),
         Index("ix_file_chunk_folder_id_fts", "folder_id", "fts", postgresql_using="gin"),  # btree_gin
-        Index("ix_file_chunk_embedding_queue", "id", postgresql_where=sql(CHUNK_EMBEDDING_QUEUE_PREDICATE)),
+        Index("ix_file_chunk_embedding_queue", "organization_id", "id", postgresql_where=sql(CHUNK_EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("file_chunk"),
     )
 

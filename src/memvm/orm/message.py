@@ -47,7 +47,7 @@ class Message(TenantOwned, Base):
             postgresql_where=text("otid IS NOT NULL"),
         ),
         Index("ix_message_agent_id_fts", "agent_id", "fts", postgresql_using="gin"),  # btree_gin
-        Index("ix_message_embedding_queue", "seq", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
+        Index("ix_message_embedding_queue", "organization_id", "seq", postgresql_where=text(EMBEDDING_QUEUE_PREDICATE)),
         *hnsw_indexes("message"),
         UniqueConstraint("organization_id", "seq"),
         tenant_foreign_key("agent_id", "agent", ondelete="CASCADE"),

@@ -71,6 +71,13 @@ def compile_agent_prompt(
     )
 
 
+def compile_new_agent(agent: Agent, blocks: Sequence[Block]) -> None:
+    """Compile the prompt of an agent being created, before its row is stored: it has nothing outside
+    its context window yet, so this costs no statement (a recompile would lock and re-read it)."""
+    agent.system_compiled_at = datetime.now(UTC)
+    agent.compiled_system = compile_agent_prompt(agent, blocks, MemoryStats(), compiled_at=agent.system_compiled_at)
+
+
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
     """Each agent's blocks in the order its prompt shows them (attachment order)."""
     return await repository.blocks_in_prompt_order(session, agent_ids)

@@ -92,8 +92,7 @@ class PassageSearch:
             .limit(limit)
             .subquery("newest")
         )
-        distance = cast(newest.c.embedding, Vector(self.dim)).cosine_distance(list(self.query_vector or ())).label("distance")
-        return select(*(c for c in newest.c if c.key != "embedding"), distance)
+        return select(*(c for c in newest.c if c.key != "embedding"), self._distance(newest.c.embedding))
 
     def index_pays_statement(self, candidates: int) -> Select[*tuple[Any, ...]] | None:
         """Whether enough passages pass the filters for the HNSW index to beat an exact scan
@@ -104,10 +103,12 @@ class PassageSearch:
         scope = select(Passage.id).where(*self._conditions(Passage))
         return index_pays_statement(scope, Passage.__tablename__, self.dim, candidates)
 
-    def _distance(self) -> Any:
+    def _distance(self, embedding: Any = Passage.embedding) -> Any:
+        """`distance`: the cosine distance of `embedding` (a column of the passages) to the query
+        vector, cast to the dimension the partial HNSW index is on; 0 without a query vector."""
         if self.query_vector is None:
             return literal(0.0).label("distance")
-        return cast(Passage.embedding, Vector(self.dim)).cosine_distance(list(self.query_vector)).label("distance")
+        return cast(embedding, Vector(self.dim)).cosine_distance(list(self.query_vector)).label("distance")
 
     def _nearest(self, limit: int, indexed: bool) -> Select[*tuple[Any, ...]]:
         """The `limit` nearest filtered passages (newest first without a query vector), by a plan the

@@ -7,21 +7,35 @@ unlocks before handing it back; when it cannot be sure it did (an error, cancell
 connection), the connection is discarded instead, and closing it releases the lock whatever
 happened. A crashed process releases its locks the same way.
 
+That pool is bounded (db_turn_lock_pool_size): it is how many turns a process runs at once, and a
+send beyond them waits for a connection, then gets Overloaded (503). A send to a conversation this
+process is already sending to waits in line in memory (_first_in_line), holding no connection, so
+sends piled up on one busy conversation cannot take the connections other conversations need.
+
+None of these waits can deadlock. A turn-lock connection is taken holding no session connection
+(routes and background runs take the lock first, holding at most a run's claim, which is unpooled) and
+no other turn-lock connection (a turn never starts another); session connections are taken by turns
+and requests that never wait for a turn-lock connection before they give them back; a send in line
+holds nothing, and the one ahead of it waits on nothing a waiter holds. So every wait is for something
+whose holder is running.
+
 A background run's claim is held on an unpooled connection until the run has ended, so a run still
 `created` whose claim is free was queued by a process that is gone.
 """
 
 import asyncio
+import weakref
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from sqlalchemy import bindparam, func, select
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from memvm import metrics
-from memvm.errors import Busy
+from memvm.errors import Busy, Overloaded
 
 _TURN_LOCK_CLASS = 0x6D76  # namespaces our keys among other advisory-lock users
 RUN_CLAIM_CLASS = 0x6D77
@@ -49,29 +63,94 @@ async def turn_lock(
 
     Yields an event set when the lock's connection ends: a database restart releases the lock while
     the holder still runs, so a turn must check it before storing a step (TurnLockLost)."""
-    connection = await turn_lock_engine.connect()
+    lock_key, clock = f"{organization_id}/{key}", asyncio.get_running_loop()
+    started = clock.time()
+    async with _first_in_line(turn_lock_engine, lock_key, key, timeout_seconds):
+        seconds_left = started + timeout_seconds - clock.time()
+        async with _held_lock(turn_lock_engine, lock_key, seconds_left, _busy(key, timeout_seconds)) as lost:
+            metrics.TURN_LOCK_SECONDS.observe(clock.time() - started)
+            yield lost
+
+
+class _Line:
+    """This process's sends waiting for one conversation, and how many use the line."""
+
+    def __init__(self) -> None:
+        self.turn = asyncio.Lock()
+        self.users = 0
+
+
+# Per turn-lock engine (one per process; tests build several): the lines of its conversations.
+_LINES: weakref.WeakKeyDictionary[AsyncEngine, dict[str, _Line]] = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def _first_in_line(turn_lock_engine: AsyncEngine, lock_key: str, key: str, timeout_seconds: float) -> AsyncIterator[None]:
+    """Wait behind this process's earlier sends to the same conversation, holding no connection: of
+    several sends piled up on one busy conversation only the first takes a turn-lock connection, so
+    they never use up the bounded pool that other conversations' turns need."""
+    lines = _LINES.setdefault(turn_lock_engine, {})
+    line = lines.setdefault(lock_key, _Line())
+    line.users += 1
+    try:
+        try:
+            async with asyncio.timeout(timeout_seconds):
+                await line.turn.acquire()
+        except TimeoutError:
+            raise _busy(key, timeout_seconds) from None
+        try:
+            yield
+        finally:
+            line.turn.release()
+    finally:
+        line.users -= 1
+        if not line.users:
+            del lines[lock_key]
+
+
+def _busy(key: str, timeout_seconds: float) -> Busy:
+    what = f"Agent {key!r}" if key.startswith("agent-") else f"Conversation {key!r}"
+    return Busy(
+        f"{what} is busy with another active run that did not finish within {timeout_seconds:g}s. "
+        "Send again when it is done; turns of one conversation never run concurrently."
+    )
+
+
+@asynccontextmanager
+async def _held_lock(
+    turn_lock_engine: AsyncEngine, lock_key: str, timeout_seconds: float, busy: Busy
+) -> AsyncIterator[asyncio.Event]:
+    """The advisory lock of `lock_key` on a turn-lock connection, waited for up to `timeout_seconds`
+    (other processes' turns), else `busy` is raised."""
+    connection = await _lock_connection(turn_lock_engine)
     lost = asyncio.Event()
     state = _Held()
     try:
         wait_limit = f"{max(1, int(timeout_seconds * 1000))}ms"
         try:
-            with metrics.timed(metrics.TURN_LOCK_SECONDS):
-                await connection.execute(_LOCK, {"timeout": wait_limit, "key": f"{organization_id}/{key}"})
+            await connection.execute(_LOCK, {"timeout": wait_limit, "key": lock_key})
         except DBAPIError as error:
             if getattr(error.orig, "sqlstate", None) != _LOCK_NOT_AVAILABLE:
                 raise
             state.refused = True
-            what = f"Agent {key!r}" if key.startswith("agent-") else f"Conversation {key!r}"
-            raise Busy(
-                f"{what} is busy with another active run that did not finish within {timeout_seconds:g}s. "
-                "Send again when it is done; turns of one conversation never run concurrently."
-            ) from None
+            raise busy from None
         state.driver = (await connection.get_raw_connection()).driver_connection
         state.driver.add_termination_listener(state.on_end(lost))
         yield lost
     finally:
         # Shielded: a cancelled turn must still give the connection back or discard it.
         await asyncio.shield(state.hand_back(connection, lost))
+
+
+async def _lock_connection(turn_lock_engine: AsyncEngine) -> AsyncConnection:
+    """A connection of the turn-lock pool, waited for while this process runs as many turns as it may."""
+    try:
+        return await turn_lock_engine.connect()
+    except PoolTimeout:
+        raise Overloaded(
+            "This server is running as many turns as it may at once (MEMVM_DB_TURN_LOCK_POOL_SIZE) and none ended "
+            "while this send waited (MEMVM_DB_POOL_TIMEOUT_SECONDS); send it again in a moment."
+        ) from None
 
 
 class _Held:
