@@ -61,7 +61,7 @@ def _runtime_call(timer: _StageTimer, deps: Any, kind: str, agent_id: str, limit
             return await rt_arch.search_for_agent(deps, agent_id, SearchFilters(query=q, top_k=10))
 
         return search_archive
-    timer.wrap(conv, "query_lexemes", "lexeme lookup (SELECT to_tsvector)")
+    timer.wrap(conv, "_prepare", "lexemes + vector settings (SELECT to_tsvector, set_config)")
     timer.wrap(rt_recall, "search_messages", "transaction 2: search_messages (lexemes, rankings statement, fetch rows)")
 
     async def search_history(q: str) -> Any:

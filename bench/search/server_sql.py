@@ -32,10 +32,14 @@ class _Capture:
 
     async def execute(self, statement, params=None, *a, **k):
         self.statements.append((statement, params))
+        lexemes = self.lexemes if "to_tsvector" in str(statement) else []
 
         class _R(list):
             def all(self):
                 return []
+
+            def one(self):
+                return (lexemes,)  # the server's lexeme lookup, which also makes the vector settings
 
         return _R()
 

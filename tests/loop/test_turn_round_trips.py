@@ -120,3 +120,46 @@ async def test_reading_an_agent_reads_only_the_relations_it_has(settings, llm):
     assert with_run.statements == 4, with_run.sql  # and its latest run
     assert before["last_stop_reason"] is None and after["last_stop_reason"] == "end_turn"
     assert after["last_run_completion"] is not None
+
+
+async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_blocks_once(settings, db):
+    # Block locked, agent locked with its counts and links, its blocks, the link, its prompt, its
+    # tools: the view reuses the blocks the recompile read and skips the relations it has none of.
+    async with quiet_client(settings) as (client, engine):
+        agent = await create_agent(client, **MODEL)
+        block = (await client.post("/v1/blocks/", json={"label": "notes", "value": "Likes tea."})).json()
+        url = f"/v1/agents/{agent['id']}/core-memory/blocks"
+        with counted(engine) as attaching:
+            attached = await client.patch(f"{url}/attach/{block['id']}")
+        with_block = (await client.get(f"/v1/agents/{agent['id']}")).json()
+        prompt_with = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+        with counted(engine) as detaching:
+            detached = await client.patch(f"{url}/detach/{block['id']}")
+        without_block = (await client.get(f"/v1/agents/{agent['id']}")).json()
+        prompt_without = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+
+    assert (attaching.transactions, attaching.statements) == (1, 6), attaching.sql
+    assert (detaching.transactions, detaching.statements) == (1, 5), detaching.sql
+    assert attached.json() == with_block and detached.json() == without_block
+    assert [b["label"] for b in with_block["memory"]["blocks"]] == ["human", "persona", "notes"]
+    assert "Likes tea." in prompt_with and "Likes tea." not in prompt_without
+
+
+async def test_listing_agents_reads_only_the_relations_some_listed_agent_has(settings, llm):
+    # The listing's rows say which agents have folders, identities and runs: none here but one run.
+    async with quiet_client(settings) as (client, engine):
+        first = await create_agent(client, **MODEL)
+        await create_agent(client, **MODEL)
+        with counted(engine) as fresh:
+            before = (await client.get("/v1/agents/")).json()
+        llm.reply("Hello.")
+        sent = await client.post(f"/v1/agents/{first['id']}/messages", json={"messages": [{"role": "user", "content": "Hi"}]})
+        with counted(engine) as with_run:
+            after = (await client.get("/v1/agents/")).json()
+        one_by_one = [(await client.get(f"/v1/agents/{agent['id']}")).json() for agent in after]
+
+    assert sent.status_code == 200, sent.text
+    assert fresh.statements == 3, fresh.sql  # the agents, their blocks, their tools
+    assert with_run.statements == 4, with_run.sql  # and the latest runs
+    assert len(before) == 2 and after == one_by_one
+    assert [agent["last_stop_reason"] for agent in after if agent["id"] == first["id"]] == ["end_turn"]

@@ -4,11 +4,12 @@ pseudo-relevance feedback."""
 import json
 
 import pytest
+from sqlalchemy import event, text
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
 from memvm.ids import new_id
-from memvm.search.conversation import search_messages
+from memvm.search.conversation import QueryVector, search_messages
 from memvm.search.tuning import SearchTuning
 from memvm.threads import ANY_CONVERSATION
 from tests.support.api import app_client, create_agent
@@ -49,6 +50,38 @@ async def test_the_turn_after_a_hit_comes_back_but_not_another_agent_s_message(c
     for _, neighbour in found[1:]:  # there by being next to the hit, with a quarter of its score
         assert neighbour.fts_rank is None and neighbour.vector_rank is None
         assert neighbour.rrf_score == pytest.approx(0.25 * question.rrf_score)
+
+
+async def test_a_hybrid_search_with_neighbours_takes_four_statements_and_sets_the_vector_search_up(client, db, sessionmaker):
+    """Each statement is a round trip, and on a busy machine the round trips are much of what a search
+    waits on: the query's lexemes with the vector search's settings, both rankings, the neighbours, the hits."""
+    agent = (await create_agent(client))["id"]
+    await store(db, [(agent, "We bought a new sofa."), (agent, QUESTION), (agent, ANSWER)])
+    statements: list[str] = []
+
+    def count(_connection, _cursor, statement, *_args) -> None:
+        statements.append(statement)
+
+    engine = sessionmaker.kw["bind"].sync_engine
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        event.listen(engine, "before_cursor_execute", count)
+        try:
+            hits = await search_messages(
+                session,
+                agent_ids=[agent],
+                conversation_id=ANY_CONVERSATION,
+                query="vet Miso",
+                vector=QueryVector("local/all-MiniLM-L6-v2", 384, [0.1] * 384),
+                limit=5,
+            )
+        finally:
+            event.remove(engine, "before_cursor_execute", count)
+        ef_search = await session.scalar(text("SELECT current_setting('hnsw.ef_search')"))
+
+    assert [hit.message.content for hit in hits][:1] == [QUESTION]
+    assert len(statements) == 4, statements
+    assert "to_tsvector" in statements[0] and "set_config" in statements[0]
+    assert ef_search == "100"  # set before the rankings' statement, for the rest of the transaction
 
 
 async def test_the_fusion_constant_comes_from_the_settings(settings, db):

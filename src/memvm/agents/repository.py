@@ -3,8 +3,9 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, exists, or_, select, update
+from sqlalchemy import Select, bindparam, delete, exists, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import with_expression
 
 from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
@@ -14,16 +15,20 @@ from memvm.orm import Agent, AgentBlock, AgentFolder, Block, IdentityAgent, Run
 # The hottest reads are built once, with bound parameters: building the expression per request
 # showed in the profile.
 _AGENT_BY_ID = select(Agent).where(Agent.id == bindparam("agent_id")).execution_options(populate_existing=True)
+_HAS_FOLDERS = exists().where(AgentFolder.agent_id == Agent.id)
+_HAS_IDENTITIES = exists().where(IdentityAgent.agent_id == Agent.id)
+_HAS_RUNS = exists().where(Run.agent_id == Agent.id)
 # With it, whether the agent has folders, identities and runs: its view reads only those it has.
 _AGENT_WITH_LINKS = (
-    select(
-        Agent,
-        exists().where(AgentFolder.agent_id == Agent.id),
-        exists().where(IdentityAgent.agent_id == Agent.id),
-        exists().where(Run.agent_id == Agent.id),
-    )
+    select(Agent, _HAS_FOLDERS, _HAS_IDENTITIES, _HAS_RUNS)
     .where(Agent.id == bindparam("agent_id"))
     .execution_options(populate_existing=True)
+)
+# The same for the agents of a listing, on their rows (Agent.has_folders, …).
+_WITH_LINKS = (
+    with_expression(Agent.has_folders, _HAS_FOLDERS),
+    with_expression(Agent.has_identities, _HAS_IDENTITIES),
+    with_expression(Agent.has_runs, _HAS_RUNS),
 )
 _BLOCK_BY_LABEL = (
     select(Block)
@@ -44,10 +49,15 @@ async def get_with_links(session: AsyncSession, agent_id: str) -> tuple[Agent, b
     return None if row is None else (row[0], row[1], row[2], row[3])
 
 
+def _listed() -> Select[Agent]:
+    """Agents with their links; re-read even if already loaded, as a loaded row has no links."""
+    return select(Agent).options(*_WITH_LINKS).execution_options(populate_existing=True)
+
+
 def list_query(
     *, name: str | None, query_text: str | None, tags: Sequence[str], match_all_tags: bool, among: Select[tuple[str]] | None
 ) -> Select[Agent]:
-    query = select(Agent) if among is None else select(Agent).where(Agent.id.in_(among))
+    query = _listed() if among is None else _listed().where(Agent.id.in_(among))
     if name is not None:
         query = query.where(Agent.name == name)
     if query_text:
@@ -67,22 +77,11 @@ async def agent_types(session: AsyncSession, agent_ids: Sequence[str]) -> dict[s
 
 
 def agents_of_block_query(block_id: str) -> Select[Agent]:
-    return select(Agent).join(AgentBlock, AgentBlock.agent_id == Agent.id).where(AgentBlock.block_id == block_id)
+    return _listed().join(AgentBlock, AgentBlock.agent_id == Agent.id).where(AgentBlock.block_id == block_id)
 
 
 async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> AgentBlock | None:
     return await owned(session, AgentBlock, agent_id, block_id)
-
-
-_SAME_BLOCK_OR_LABEL = select(AgentBlock).where(
-    AgentBlock.agent_id == bindparam("agent_id"),
-    or_(AgentBlock.block_id == bindparam("block_id"), AgentBlock.label == bindparam("label")),
-)
-
-
-async def attachments_like(session: AsyncSession, agent_id: str, block_id: str, label: str) -> list[AgentBlock]:
-    """The agent's attachments of this block or of a block with this label (at most one of each)."""
-    return list(await session.scalars(_SAME_BLOCK_OR_LABEL, {"agent_id": agent_id, "block_id": block_id, "label": label}))
 
 
 async def detach(session: AsyncSession, agent_id: str, block_id: str) -> int:

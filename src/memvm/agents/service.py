@@ -12,7 +12,7 @@ from memvm.actors import Actor
 from memvm.agents import block_links, repository
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentUpdate
 from memvm.agents.tool_rules import ToolRule, named_tools
-from memvm.agents.views import Links, NewAgent
+from memvm.agents.views import ChangedAgent, Links, NewAgent
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
@@ -28,10 +28,13 @@ from memvm.messages import service as messages
 from memvm.orm import Agent, AgentBlock, Block, Tool
 from memvm.prompts.service import (
     DEFAULT_SYSTEM_PROMPT,
+    LockedAgent,
     blocks_in_prompt_order,
     compile_new_agent,
+    lock_for_recompile,
     preview_prompt,
     recompile_agents,
+    recompile_locked,
 )
 from memvm.tools import service as tools
 
@@ -299,30 +302,46 @@ async def all_agent_ids(session: AsyncSession) -> list[str]:
     return await repository.all_ids(session)
 
 
-async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
+async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> ChangedAgent:
     """Attach an existing block; idempotent. A label clash is a Conflict that names both blocks."""
     [block] = await block_links.locked_blocks(session, [block_id])
-    agent = await get_agent(session, agent_id, lock=True)
-    links = await repository.attachments_like(session, agent_id, block_id, block.label)
-    if any(link.block_id == block_id for link in links):
-        return agent
-    if links:
-        raise block_links.label_clash(agent_id, block, holder_id=links[0].block_id)
+    locked = await _locked_for_blocks(session, agent_id)
+    # Read under the agent's lock, which every change of its attachments takes: the label check
+    # and the recompile both use this list, as the prompt will show it.
+    current = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
+    if any(attached.id == block_id for attached in current):
+        return _changed(locked, current)
+    if holder := next((attached for attached in current if attached.label == block.label), None):
+        raise block_links.label_clash(agent_id, block, holder_id=holder.id)
     session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
     await flush_or_conflict(
         session, block_links.LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}."
     )
-    await recompile_agents(session, [agent_id])
-    return agent
+    attached = [*current, block]  # a new attachment comes last in prompt order
+    await recompile_locked(session, locked, attached)
+    return _changed(locked, attached)
 
 
-async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> Agent:
+async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> ChangedAgent:
     """Detach a block from the agent; the block itself survives."""
-    agent = await get_agent(session, agent_id, lock=True)  # first, as attach takes it before the link
+    locked = await _locked_for_blocks(session, agent_id)  # first, as attach takes it before the link
     if not await repository.detach(session, agent_id, block_id):
         raise NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")
-    await recompile_agents(session, [agent_id])
-    return agent
+    kept = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
+    await recompile_locked(session, locked, kept)
+    return _changed(locked, kept)
+
+
+async def _locked_for_blocks(session: AsyncSession, agent_id: str) -> LockedAgent:
+    """The agent locked for a change of its blocks and the recompile it causes, in one statement."""
+    locked = await lock_for_recompile(session, agent_id)
+    if locked is None:
+        raise agent_not_found(agent_id)
+    return locked
+
+
+def _changed(locked: LockedAgent, blocks: list[Block]) -> ChangedAgent:
+    return ChangedAgent(locked.agent, blocks, Links(folders=bool(locked.folders), identities=locked.identities, runs=locked.runs))
 
 
 async def attach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> Agent:

@@ -1,5 +1,6 @@
 """The API views of agents (AgentRead). A view reads only the relations an agent has, when it is known
-which those are: the answer to a create and GET /v1/agents/{id} (agents/service.py) know it."""
+which those are: a create, GET /v1/agents/{id}, a block's attach or detach (agents/service.py) and the
+listings (agents/repository.py) know it."""
 
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
@@ -35,6 +36,33 @@ class Links(NamedTuple):
 _UNKNOWN = Links()
 
 
+class ChangedAgent(NamedTuple):
+    """An agent whose blocks were just changed, with its blocks in prompt order as they are now and
+    which relations it has: its view needs neither read again."""
+
+    agent: Agent
+    blocks: list[Block]
+    links: Links
+
+
+async def describe_changed(session: AsyncSession, changed: ChangedAgent) -> AgentRead:
+    """The full API view of an agent whose blocks were just changed."""
+    agent_id = changed.agent.id
+    [view] = await describe(
+        session, [changed.agent], include=None, links={agent_id: changed.links}, blocks={agent_id: changed.blocks}
+    )
+    return view
+
+
+def _links_of(agent: Agent, known: Mapping[str, Links]) -> Links:
+    """What the caller knows of the agent's relations, else what its row was listed with."""
+    if agent.id in known:
+        return known[agent.id]
+    if agent.has_folders is None or agent.has_identities is None or agent.has_runs is None:
+        return _UNKNOWN  # not loaded by a listing
+    return Links(agent.has_folders, agent.has_identities, agent.has_runs)
+
+
 async def describe_new(session: AsyncSession, new: NewAgent, data: AgentCreate) -> AgentRead:
     """The API view of an agent just created from `data`. Without folders or identities all of it is
     known already (no runs yet, nothing else attached): reading it back would cost four statements."""
@@ -51,30 +79,32 @@ async def describe(
     include: set[str] | None,
     new: bool = False,
     links: Mapping[str, Links] | None = None,
+    blocks: Mapping[str, list[Block]] | None = None,
 ) -> list[AgentRead]:
     """API views of `agents`. `include=None` means everything; otherwise only the named
     relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients.
     `new`: agents created in this transaction, which have no runs to look up. `links`: what is known
-    of agents' relations (an agent not in it may have any)."""
-    known = links or {}
+    of agents' relations (an agent not in it may have any). `blocks`: every agent's blocks in prompt
+    order, when the caller has just read them."""
+    known = {agent.id: _links_of(agent, links or {}) for agent in agents}
     ids = [agent.id for agent in agents]
     with_blocks = include is None or "agent.blocks" in include
-    blocks_of = await blocks_in_prompt_order(session, ids) if with_blocks else {}
+    blocks_of = (blocks if blocks is not None else await blocks_in_prompt_order(session, ids)) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
     tools_of = await tools.tools_of_agents(session, ids) if with_tools else {}
     with_folders = include is None or "agent.sources" in include
-    in_folders = [agent_id for agent_id in ids if known.get(agent_id, _UNKNOWN).folders]
+    in_folders = [agent_id for agent_id in ids if known[agent_id].folders]
     folders_of = await files.folders_of_agents(session, in_folders) if with_folders and in_folders else {}
     # An agent has file views only of its folders' files: agents known to have no folder need no query.
     viewers = [agent for agent in agents if folders_of.get(agent.id)] if with_folders else agents
     file_blocks_of = await views.file_blocks(session, viewers) if with_blocks and viewers else {}
     with_identities = include is None or "agent.identities" in include
-    of_identities = [agent_id for agent_id in ids if known.get(agent_id, _UNKNOWN).identities]
+    of_identities = [agent_id for agent_id in ids if known[agent_id].identities]
     identities_of = await identities.identities_of_agents(session, of_identities) if with_identities and of_identities else {}
     # Letta loads an agent's tags with its blocks too: an SDK client that asks for agent.blocks sees them.
     show_tags = include is None or bool({"agent.tags", "agent.blocks"} & include)
     show_secrets = include is None or "agent.secrets" in include
-    last_runs = {} if new else await runs.latest_runs(session, [i for i in ids if known.get(i, _UNKNOWN).runs])
+    last_runs = {} if new else await runs.latest_runs(session, [i for i in ids if known[i].runs])
     return [
         AgentRead.of(
             agent,

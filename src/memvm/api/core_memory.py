@@ -4,7 +4,7 @@ from fastapi import APIRouter, Depends, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
-from memvm.agents.views import describe
+from memvm.agents.views import describe_changed
 from memvm.api.auth import CallerDep
 from memvm.api.deps import (
     AgentId,
@@ -59,18 +59,14 @@ async def retrieve_agent_block(agent_id: AgentId, block_label: str, tx: Transact
 async def attach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep) -> AgentRead:
     """Attach an existing block (idempotent); a label the agent already uses is a 409."""
     async with tx() as session:
-        agent = await agents.attach_block(session, agent_id, block_id)
-        [view] = await describe(session, [agent], include=None)
-    return view
+        return await describe_changed(session, await agents.attach_block(session, agent_id, block_id))
 
 
 @router.patch("/blocks/detach/{block_id}", response_model=AgentRead)
 async def detach_block(agent_id: AgentId, block_id: BlockId, tx: TransactionDep) -> AgentRead:
     """Detach a block from the agent; the block itself is kept."""
     async with tx() as session:
-        agent = await agents.detach_block(session, agent_id, block_id)
-        [view] = await describe(session, [agent], include=None)
-    return view
+        return await describe_changed(session, await agents.detach_block(session, agent_id, block_id))
 
 
 @router.patch("/blocks/{block_label:path}", response_model=BlockRead)

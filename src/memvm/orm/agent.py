@@ -5,7 +5,7 @@ from typing import Any
 
 from sqlalchemy import BigInteger, Boolean, DateTime, Identity, Index, Integer, String, Text, UniqueConstraint, func, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, query_expression
 
 from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 
@@ -48,6 +48,11 @@ class Agent(TenantOwned, Timestamps, Base):
     compiled_system: Mapped[str] = mapped_column(Text, default="")
     default_archive_id: Mapped[str | None] = mapped_column(String)
     system_compiled_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Not columns: whether the agent has folders, identities and runs, filled only by the listings that
+    # ask for them (agents/repository.py), so the agents' views skip the relations they have none of.
+    has_folders: Mapped[bool | None] = query_expression()
+    has_identities: Mapped[bool | None] = query_expression()
+    has_runs: Mapped[bool | None] = query_expression()
 
 
 class AgentBlock(TenantOwned, Base):

@@ -4,10 +4,23 @@ the counts of what each agent keeps outside its prompt."""
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, and_, bindparam, func, select
+from sqlalchemy import BindParameter, and_, bindparam, exists, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from memvm.orm import Agent, AgentArchive, AgentBlock, AgentFile, AgentFolder, Block, Folder, FolderFile, Message, Passage
+from memvm.orm import (
+    Agent,
+    AgentArchive,
+    AgentBlock,
+    AgentFile,
+    AgentFolder,
+    Block,
+    Folder,
+    FolderFile,
+    IdentityAgent,
+    Message,
+    Passage,
+    Run,
+)
 
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
@@ -71,12 +84,32 @@ _LOCK_AGENTS = (
     .execution_options(populate_existing=True)
 )
 _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
+# One agent locked as above, and also whether it has identities and runs: what an attach or detach
+# of a block needs for its recompile and its answer (whose view reads only the relations it has).
+_LOCK_AGENT_WITH_LINKS = (
+    select(
+        Agent,
+        *_outside_counts(),
+        exists().where(IdentityAgent.agent_id == Agent.id),
+        exists().where(Run.agent_id == Agent.id),
+    )
+    .where(Agent.id == bindparam("agent_id"))
+    .with_for_update(key_share=True, of=Agent)
+    .execution_options(populate_existing=True)
+)
 
 
 async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int, int]]:
     """The agents, locked, with their outside counts (see `outside_counts`), in one statement."""
     rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
     return [(agent, recall, passages, folders) for agent, recall, passages, folders in rows]
+
+
+async def lock_agent_with_links(session: AsyncSession, agent_id: str) -> tuple[Agent, int, int, int, bool, bool] | None:
+    """The agent locked as `lock_agents` locks it, with its outside counts and whether it has
+    identities and runs, in one statement; None if there is no such agent."""
+    row = (await session.execute(_LOCK_AGENT_WITH_LINKS, {"agent_id": agent_id})).first()
+    return None if row is None else (row[0], row[1], row[2], row[3], row[4], row[5])
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:

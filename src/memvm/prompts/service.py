@@ -1,12 +1,12 @@
 """Compiling and storing agents' system prompts; called in the same transaction as every
 prompt-affecting change, so a stored prompt is never stale."""
 
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime
 from importlib.resources import files
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -124,6 +124,46 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
         return []
     locked = await repository.lock_agents(session, ids)
     blocks = await repository.blocks_in_prompt_order(session, ids)
+    await _store_prompts(session, locked, blocks, keep_timestamp=keep_timestamp)
+    return [agent for agent, *_ in locked]
+
+
+class LockedAgent(NamedTuple):
+    """An agent locked for a recompile (`lock_for_recompile`), with what its prompt and view need."""
+
+    agent: Agent
+    recall: int
+    passages: int
+    folders: int  # attached folders
+    identities: bool  # whether it has any
+    runs: bool
+
+
+async def lock_for_recompile(session: AsyncSession, agent_id: str) -> LockedAgent | None:
+    """Lock the agent as `recompile_agents` does, with its counts, in one statement: for a change
+    that locks the agent first, then writes, then recompiles it with `recompile_locked`."""
+    row = await repository.lock_agent_with_links(session, agent_id)
+    return None if row is None else LockedAgent(*row)
+
+
+async def recompile_locked(session: AsyncSession, locked: LockedAgent, blocks: list[Block]) -> None:
+    """`recompile_agents` for an agent already locked by `lock_for_recompile` whose blocks (in
+    prompt order, as they are now) the caller knows: neither is read again. Deferred likewise."""
+    deferred = session.info.get(_DEFERRED_RECOMPILES)
+    if deferred is not None:
+        deferred.add(locked.agent.id)
+        return
+    counts = (locked.agent, locked.recall, locked.passages, locked.folders)
+    await _store_prompts(session, [counts], {locked.agent.id: blocks}, keep_timestamp=False)
+
+
+async def _store_prompts(
+    session: AsyncSession,
+    locked: Sequence[tuple[Agent, int, int, int]],
+    blocks: Mapping[str, Sequence[Block]],
+    *,
+    keep_timestamp: bool,
+) -> None:
     # Only agents with folders have directories to read: the others' recompiles cost no statement more.
     with_folders = [agent.id for agent, _, _, folders in locked if folders]
     directories = await repository.directories_in_prompt_order(session, with_folders) if with_folders else {}
@@ -135,7 +175,6 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
         agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
         agent.system_compiled_at = compiled_at
     await session.flush()
-    return [agent for agent, *_ in locked]
 
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool, mode: RenderMode | None = None) -> str:

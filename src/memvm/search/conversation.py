@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
+    ColumnElement,
     Float,
     Select,
     SmallInteger,
@@ -38,7 +39,7 @@ from memvm.search.feedback import FEEDBACK_HITS, FEEDBACK_WEIGHT, HitWords, cand
 from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
-from memvm.search.vector_index import prefer_vector_index, same_model
+from memvm.search.vector_index import same_model, vector_search_settings
 from memvm.threads import ANY_CONVERSATION
 
 _in_conversation = partial(in_conversation, Message.conversation_id)  # threads.py's names
@@ -78,18 +79,19 @@ async def search_messages(
     exclude_run_id: str | None = None,
     tuning: SearchTuning = DEFAULT_TUNING,
 ) -> list[MessageHit]:
-    """Best first. Without a query vector, hybrid falls back to full-text alone. Both rankings come
-    back from one statement (a UNION ALL of their branches), the fused winners from a second; hybrid
-    with neighbours adds one for the messages next to the candidates, and with feedback two (the
-    best hits' words, then the matches of the words it adds)."""
+    """Best first. Without a query vector, hybrid falls back to full-text alone. The query's lexemes
+    and the vector search's settings come from one statement, both rankings from a second (a UNION
+    ALL of their branches), the fused winners from a last; hybrid with neighbours adds one for the
+    messages next to the candidates, and with feedback two (the best hits' words, then the matches
+    of the words it adds)."""
     candidates = max(CANDIDATES, 2 * limit)
     base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
     if exclude_run_id is not None:
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
-    lexemes = await query_lexemes(session, query) if mode in ("hybrid", "fts") else []
+    vector = vector if mode in ("hybrid", "vector") else None
+    lexemes = await _prepare(session, query if mode in ("hybrid", "fts") else None, vector, candidates)
     branches = _lexeme_branches(base, lexemes, candidates)
-    if mode in ("hybrid", "vector") and vector is not None:
-        await prefer_vector_index(session, candidates)
+    if vector is not None:
         branches.append(_vector_branch(base, vector, candidates))
     rows = list(await session.execute(union_all(*branches))) if branches else []
     matches = [TermMatch(row.term, row.id, row.seq) for row in rows if row.term >= 0]
@@ -130,11 +132,26 @@ MAX_LEXEMES = 12
 async def query_lexemes(session: AsyncSession, query: str) -> list[str]:
     """The query's distinct lexemes as PostgreSQL's english configuration makes them (stemmed, no stop
     words), in the order they first appear; at most MAX_LEXEMES."""
+    return list(await session.scalar(select(_lexeme_array(query))) or ())
+
+
+def _lexeme_array(query: str) -> ColumnElement[Any]:
     words = func.unnest(func.to_tsvector("english", query)).table_valued(
         column("lexeme", Text), column("positions", ARRAY(SmallInteger)), column("weights", ARRAY(Text))
     )
     first = select(words.c.lexeme).order_by(words.c.positions[1]).limit(MAX_LEXEMES)
-    return list(await session.scalars(first))
+    return func.array(first.scalar_subquery(), type_=ARRAY(Text))
+
+
+async def _prepare(session: AsyncSession, query: str | None, vector: QueryVector | None, candidates: int) -> list[str]:
+    """The lexemes of `query` (none without one) and, with a `vector`, the vector search's settings:
+    one round trip, as the search waits on round trips more than on the SQL of these two."""
+    if query is None and vector is None:
+        return []
+    columns = [_lexeme_array(query or "")]
+    if vector is not None:
+        columns.extend(vector_search_settings(candidates))
+    return list((await session.execute(select(*columns))).one()[0])
 
 
 def _lexeme_branches(

@@ -4,7 +4,7 @@ search should walk the HNSW index at all."""
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, cast, column, func, literal, literal_column, select, table, text
+from sqlalchemy import ColumnElement, Select, cast, column, func, literal, literal_column, select, table
 from sqlalchemy.dialects.postgresql import BIGINT, REGCLASS
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import QueryableAttribute
@@ -14,20 +14,33 @@ from memvm.orm.vector_index import INDEXED_DIMENSIONS, hnsw_index_name
 # ef_search 100, not pgvector's 40: recall@10 at 100k passages was 0.80-0.94 at 40 and 0.93-0.99 at 100
 # for about 2-3 ms more SQL (bench/README.md).
 DEFAULT_EF_SEARCH = 100
-SEARCH_SETTINGS_SQL = (
-    "SELECT set_config('hnsw.ef_search', :ef, true), set_config('hnsw.iterative_scan', 'relaxed_order', true),"
-    " set_config('enable_seqscan', 'off', true)"
-)
 
 
 async def prefer_vector_index(session: AsyncSession, top_k: int) -> None:
-    """Settings for this transaction's vector search, in one round trip:
+    """Settings for this transaction's vector search, in one round trip (vector_search_settings)."""
+    await session.execute(select(*vector_search_settings(top_k)))
+
+
+def vector_search_settings(top_k: int) -> list[ColumnElement[Any]]:
+    """Columns that set this transaction's vector search up, for a statement of their own
+    (prefer_vector_index) or of one the search sends anyway (a round trip less):
     - ef_search at least 100 and 2 × top_k (HNSW returns at most ef_search rows per scan pass);
     - iterative scans: when filters drop candidates the scan goes on, so top_k is still met;
     - no sequential scans: pgvector's cost model makes reading every row look cheaper than the HNSW
       index for tables of a few thousand rows at this ef_search (at 3,000 passages: 4-6 ms instead
       of 0.3-0.6 ms); selective filters still get their own indexes (tags, archive, agent) + exact sort."""
-    await session.execute(text(SEARCH_SETTINGS_SQL), {"ef": str(max(DEFAULT_EF_SEARCH, 2 * top_k))})
+    ef_search = str(max(DEFAULT_EF_SEARCH, 2 * top_k))
+    return [
+        _set_local("hnsw.ef_search", ef_search),
+        _set_local("hnsw.iterative_scan", "relaxed_order"),
+        _set_local("enable_seqscan", "off"),
+    ]
+
+
+def _set_local(name: str, value: str) -> ColumnElement[Any]:
+    """set_config(name, value) for this transaction. The name is SQL text, so a statement's text
+    says which settings it makes (logs, and the bench's profile, which reruns them: bench/search)."""
+    return func.set_config(literal_column(f"'{name}'"), value, literal_column("true"))
 
 
 def same_model(
