@@ -18,13 +18,8 @@ _AGENT_BY_ID = select(Agent).where(Agent.id == bindparam("agent_id")).execution_
 _HAS_FOLDERS = exists().where(AgentFolder.agent_id == Agent.id)
 _HAS_IDENTITIES = exists().where(IdentityAgent.agent_id == Agent.id)
 _HAS_RUNS = exists().where(Run.agent_id == Agent.id)
-# With it, whether the agent has folders, identities and runs: its view reads only those it has.
-_AGENT_WITH_LINKS = (
-    select(Agent, _HAS_FOLDERS, _HAS_IDENTITIES, _HAS_RUNS)
-    .where(Agent.id == bindparam("agent_id"))
-    .execution_options(populate_existing=True)
-)
-# The same for the agents of a listing, on their rows (Agent.has_folders, …).
+# Whether an agent has folders, identities and runs, on its row (Agent.has_folders, …): its view
+# reads only those it has (agents/views.py).
 _WITH_LINKS = (
     with_expression(Agent.has_folders, _HAS_FOLDERS),
     with_expression(Agent.has_identities, _HAS_IDENTITIES),
@@ -43,15 +38,17 @@ async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Ag
     return await session.scalar(query, {"agent_id": agent_id})
 
 
-async def get_with_links(session: AsyncSession, agent_id: str) -> tuple[Agent, bool, bool, bool] | None:
-    """The agent, and whether it has folders, identities and runs."""
-    row = (await session.execute(_AGENT_WITH_LINKS, {"agent_id": agent_id})).first()
-    return None if row is None else (row[0], row[1], row[2], row[3])
+async def get_with_links(session: AsyncSession, agent_id: str) -> Agent | None:
+    """The agent with whether it has folders, identities and runs on its row."""
+    return await session.scalar(_AGENT_WITH_LINKS, {"agent_id": agent_id})
 
 
 def _listed() -> Select[Agent]:
     """Agents with their links; re-read even if already loaded, as a loaded row has no links."""
     return select(Agent).options(*_WITH_LINKS).execution_options(populate_existing=True)
+
+
+_AGENT_WITH_LINKS = _listed().where(Agent.id == bindparam("agent_id"))  # GET /v1/agents/{id}: built once
 
 
 def list_query(

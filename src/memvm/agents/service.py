@@ -153,13 +153,12 @@ async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False)
     return agent
 
 
-async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> tuple[Agent, Links]:
-    """The agent, and which relations it has that its view would read (in the same statement)."""
-    found = await repository.get_with_links(session, agent_id)
-    if found is None:
+async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> Agent:
+    """The agent, with which relations it has that its view would read (in the same statement)."""
+    agent = await repository.get_with_links(session, agent_id)
+    if agent is None:
         raise agent_not_found(agent_id)
-    agent, *links = found
-    return agent, Links(*links)
+    return agent
 
 
 async def list_agents(

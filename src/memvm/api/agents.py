@@ -68,9 +68,8 @@ async def list_agents(
 async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep, include: IncludeParam = None) -> AgentRead:
     """Get one agent; `include` selects relations as the Letta SDK sends it."""
     async with tx() as session:
-        agent, links = await service.get_agent_to_describe(session, agent_id)
-        included = included_relations(request, include)
-        [view] = await agent_views.describe(session, [agent], include=included, links={agent.id: links})
+        agent = await service.get_agent_to_describe(session, agent_id)
+        [view] = await agent_views.describe(session, [agent], include=included_relations(request, include))
     return view
 
 
