@@ -133,12 +133,13 @@ async def evaluate(
         if ingested.lost_turns:
             log(f"{name}: {len(ingested.lost_turns)} turns not listed back after the import: {ingested.lost_turns[:10]}")
         start = time.perf_counter()
-        target = Target.of(conversation, ingested.agent_id, ingested.session_agent_id)
+        target = Target.of(conversation, ingested.agent_id, ingested.session_agent_id, ingested.window_agent_id)
         clipped, per_question = await ask_all(client, target, evaluation, server.warm_query_vectors)
         entry |= {
             "lost_turns": ingested.lost_turns,
             "agent_id": ingested.agent_id,
             "session_agent_id": ingested.session_agent_id,
+            "window_agent_id": ingested.window_agent_id,
             "ingest_seconds": ingested.seconds,
             "query_seconds": round(time.perf_counter() - start, 2),
             "clipped_tool_returns": clipped,

@@ -31,6 +31,11 @@ SEARCH_TOOLS = ("conversation_search", "archival_memory_search")
 INSERTS_AT_ONCE = 4
 # A session passage longer than this is cut into several (memvm's passage limit is 10,000 characters).
 SESSION_CHUNK_CHARS = 9_000
+# A window passage: this many turns of a session, one starting every WINDOW_STRIDE turns (so
+# consecutive windows share a turn): issue 29's few-turn chunks. In a mirror of memvm's archival
+# ranking, 2-5 turn windows found no more than passages of one turn given the same tokens to return.
+WINDOW_TURNS = 3
+WINDOW_STRIDE = 2
 # What the embedding worker still has to embed in `message` (its queue predicate, memvm/orm/message.py).
 PENDING_MESSAGES_SQL = (
     "SELECT count(*) FROM message WHERE embedding IS NULL AND kind = 'message'"
@@ -44,6 +49,7 @@ class Ingested:
 
     agent_id: str  # history + one passage per turn
     session_agent_id: str  # one passage per session
+    window_agent_id: str  # one passage per few turns (window_chunks)
     seconds: dict[str, float]
     lost_turns: list[str]  # dia_ids of turns the history listed back does not hold
 
@@ -162,15 +168,24 @@ def session_chunks(turns: list[Turn]) -> list[list[Turn]]:
     return chunks
 
 
-async def create_session_agent(client: httpx.AsyncClient, conversation: Conversation, settings: AgentSettings) -> str:
+def window_chunks(turns: list[Turn], size: int = WINDOW_TURNS, stride: int = WINDOW_STRIDE) -> list[list[Turn]]:
+    """A session's turns in windows of `size`, one starting every `stride` turns, the last one ending
+    with the session's last turn (shorter when the session is)."""
+    starts = range(0, max(1, len(turns) - size + stride), stride)
+    return [turns[start : start + size] for start in starts]
+
+
+async def create_passage_agent(
+    client: httpx.AsyncClient, conversation: Conversation, settings: AgentSettings, kind: str, chunks: list[list[Turn]]
+) -> str:
+    """A second agent of the conversation (named by `kind`) whose archive holds one passage per chunk."""
     body = {
-        "name": f"locomo-{conversation.name}-sessions",
+        "name": f"locomo-{conversation.name}-{kind}",
         "llm_config": UNUSED_LLM,
         "tools": ["archival_memory_search"],
         **settings,
     }
     agent_id = str((_ok(await client.post("/v1/agents/", json=body))).json()["id"])
-    chunks = [chunk for number in sorted(conversation.sessions) for chunk in session_chunks(conversation.sessions[number])]
     await insert_passages(client, agent_id, chunks)
     return agent_id
 
@@ -197,7 +212,12 @@ async def ingest(
     await insert_passages(client, agent_id, [[turn] for turn in conversation.turns])
     seconds["turn_passages"] = time.perf_counter() - start
     start = time.perf_counter()
-    session_agent_id = await create_session_agent(client, conversation, settings)
+    sessions = [chunk for number in sorted(conversation.sessions) for chunk in session_chunks(conversation.sessions[number])]
+    session_agent_id = await create_passage_agent(client, conversation, settings, "sessions", sessions)
     seconds["session_passages"] = time.perf_counter() - start
+    start = time.perf_counter()
+    windows = [chunk for number in sorted(conversation.sessions) for chunk in window_chunks(conversation.sessions[number])]
+    window_agent_id = await create_passage_agent(client, conversation, settings, "windows", windows)
+    seconds["window_passages"] = time.perf_counter() - start
     seconds["wait_message_embeddings"] = await wait_embedded(pending, timeout)
-    return Ingested(agent_id, session_agent_id, {k: round(v, 2) for k, v in seconds.items()}, lost)
+    return Ingested(agent_id, session_agent_id, window_agent_id, {k: round(v, 2) for k, v in seconds.items()}, lost)

@@ -14,7 +14,7 @@ from .ingest import SEARCH_TOOLS, AgentSettings
 
 # The methods Letta answers through the same route as memvm: its tools, run by
 # POST /v1/agents/{id}/tools/{name}/run (its ToolExecutionManager, the code path an agent's step takes).
-LETTA_METHODS = ("conversation_search", "archival_turns", "archival_sessions")
+LETTA_METHODS = ("conversation_search", "archival_turns", "archival_sessions", "archival_windows")
 _CLOUD_ONLY = "Letta 0.16.8's POST /v1/agents/messages/search is cloud-only (it needs Turbopuffer)"
 NOT_ON_LETTA = {
     "messages_fts": _CLOUD_ONLY,

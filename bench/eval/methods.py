@@ -36,14 +36,15 @@ class Target:
     conversation: Conversation
     agent_id: str
     session_agent_id: str
+    window_agent_id: str
     bm25: BM25
     turn_at: dict[tuple[int, str], str]  # (epoch second, content) -> dia_id
 
     @classmethod
-    def of(cls, conversation: Conversation, agent_id: str, session_agent_id: str) -> Target:
+    def of(cls, conversation: Conversation, agent_id: str, session_agent_id: str, window_agent_id: str) -> Target:
         turns = conversation.turns
         turn_at = {(int(t.at.timestamp()), t.content): t.dia_id for t in turns}
-        return cls(conversation, agent_id, session_agent_id, BM25([t.content for t in turns]), turn_at)
+        return cls(conversation, agent_id, session_agent_id, window_agent_id, BM25([t.content for t in turns]), turn_at)
 
     def dia_id_of_message(self, timestamp: str, content: str | None) -> frozenset[str]:
         """A message's turn, by its time (to the second) and text; nothing for a message of no turn."""
@@ -123,6 +124,10 @@ async def archival_sessions(client: httpx.AsyncClient, target: Target, query: st
     return await _archival_tool(client, target.session_agent_id, query, k)
 
 
+async def archival_windows(client: httpx.AsyncClient, target: Target, query: str, k: int) -> Answer:
+    return await _archival_tool(client, target.window_agent_id, query, k)
+
+
 async def _message_route(client: httpx.AsyncClient, target: Target, query: str, k: int, mode: str) -> Answer:
     body = {"query": query, "agent_id": target.agent_id, "search_mode": mode, "limit": k}
     response, elapsed = await _timed(client, "POST", "/v1/agents/messages/search", json=body)
@@ -154,4 +159,5 @@ METHODS: dict[str, tuple[str, Ask]] = {
     "bm25": ("BM25 alone (harness, k1=1.2 b=0.75) over the turns", bm25),
     "archival_turns": ("archival_memory_search tool, one passage per turn", archival_turns),
     "archival_sessions": ("archival_memory_search tool, one passage per session", archival_sessions),
+    "archival_windows": ("archival_memory_search tool, one passage per 3 turns of a session (1 shared)", archival_windows),
 }

@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Literal
 
 from platformdirs import user_data_dir
-from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic import AliasChoices, Field, PrivateAttr, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # Root's data dir, as for a system service: a home dir is no place for a service's data, and the
@@ -36,9 +36,8 @@ class Settings(BaseSettings):
     # Unset → an embedded PostgreSQL+pgvector under data_dir/pg is started.
     database_url: str | None = None
     data_dir: Path = Field(default_factory=default_data_dir)
-    # The connection budget of one HTTP process (docs/scale-out.md, "Connections per replica"): the
-    # defaults' 20 + 20 + 20 + 2 stay under PostgreSQL's default max_connections of 100. The embedding
-    # worker's process has a session pool of its own (it uses one or two connections).
+    # The connection budget of one HTTP process (docs/scale-out.md, "Connections per replica",
+    # connections_per_process below). The embedding worker's process has a session pool of its own.
     db_pool_size: int = Field(20, ge=1, description="Session connections a process keeps open.")
     db_max_overflow: int = Field(20, ge=0, description="Session connections a process may open beyond db_pool_size.")
     db_turn_lock_pool_size: int = Field(
@@ -46,7 +45,7 @@ class Settings(BaseSettings):
         ge=1,
         description="Turns a process runs at once: each holds one connection of this pool (its turn lock) for the "
         "whole turn; further sends wait for one (db_pool_timeout_seconds). A process opens at most db_pool_size + "
-        "db_max_overflow + db_turn_lock_pool_size + 2 (LISTEN) connections, plus one per background run until it ends.",
+        "db_max_overflow + db_turn_lock_pool_size + 2 (LISTEN) + 1 (background runs' claims) connections.",
     )
     db_pool_timeout_seconds: float = Field(
         30.0, gt=0, description="How long a request or send waits for a free connection of either pool before it gets 503."
@@ -112,6 +111,12 @@ class Settings(BaseSettings):
         le=12,
         description="Hybrid message search adds up to this many words of its first best hits to the full-text query; 0: off.",
     )
+    search_context_weight: float = Field(
+        1.0,
+        ge=0,
+        le=1,
+        description="Hybrid message search: a message also matches its previous turn's words at this share of its own; 0: off.",
+    )
 
     # Custom tools run in a sandbox: bubblewrap (Linux namespaces: no network, no view of the server's
     # files or environment) unless the operator accepts a plain subprocess with rlimits ("process").
@@ -157,6 +162,36 @@ class Settings(BaseSettings):
             raise ValueError("MEMVM_DATABASE_URL must be a PostgreSQL URL, e.g. postgresql+asyncpg://user:pass@host:5432/db")
         return url
 
+    # Not a setting (no variable sets it, so a tool's or MCP server's subprocess inherits none): where
+    # `memvm serve`'s worker lends its local model to the HTTP processes (embeddings/model_socket.py).
+    _model_socket: Path | None = PrivateAttr(None)
+
+    def with_model_socket(self, path: Path | None) -> "Settings":
+        settings = self.model_copy()
+        settings._model_socket = path
+        return settings
+
+    @property
+    def model_socket(self) -> Path | None:
+        return self._model_socket
+
     @property
     def embedded_pg_dir(self) -> Path:
         return self.data_dir / "pg"
+
+    @property
+    def http_processes(self) -> int:
+        """How many HTTP processes `memvm serve` runs."""
+        return self.workers or os.cpu_count() or 1
+
+    @property
+    def connections_per_process(self) -> int:
+        """The most connections one HTTP process opens: its session and turn-lock pools, its two LISTEN
+        connections and the one that holds its background runs' claims."""
+        return self.db_pool_size + self.db_max_overflow + self.db_turn_lock_pool_size + 3
+
+    @property
+    def serve_connections(self) -> int:
+        """The most connections `memvm serve` opens with these settings, every pool full: each HTTP
+        process's, and the embedding worker's session pool."""
+        return self.http_processes * self.connections_per_process + self.db_pool_size + self.db_max_overflow

@@ -61,6 +61,7 @@ from memvm.provider import RetryPolicy
 from memvm.runtime.loop.background import fail_orphaned_runs
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.loop.run_claims import RunClaims
 from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
 from memvm.tools.service import sync_builtin_tools
@@ -160,7 +161,7 @@ async def _start(app: FastAPI, stack: AsyncExitStack, settings: Settings, target
 @dataclass(frozen=True)
 class _Database:
     sessionmaker: async_sessionmaker[AsyncSession]
-    lock_engine: AsyncEngine  # unpooled: LISTEN and run claims
+    lock_engine: AsyncEngine  # unpooled: LISTEN and run claims (one connection holds all of a process's)
     turn_lock_engine: AsyncEngine  # pooled: the agents' turn locks
 
 
@@ -218,7 +219,9 @@ async def _open_runtime(stack: AsyncExitStack, settings: Settings, database: _Da
         sandbox=sandbox,
         mcp=mcp,
         cancels=_started(stack, CancelSignals(database.lock_engine)),
+        run_claims=RunClaims(database.lock_engine),
     )
+    stack.push_async_callback(runtime.run_claims.close)
     stack.push_async_callback(_end_background_turns, runtime)
     if orphaned := await fail_orphaned_runs(runtime):
         log.warning("%d run(s) left running by a stopped process were marked failed", orphaned)

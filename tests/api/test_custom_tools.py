@@ -6,7 +6,7 @@ from dataclasses import replace
 from fastapi import Request
 
 from memvm.api.deps import app_runtime
-from tests.support.api import app_client, create_agent
+from tests.support.api import app_client, create_agent, keyed_client
 
 WEATHER = '''
 def get_weather(city: str, units: str = "metric") -> str:
@@ -120,6 +120,40 @@ async def test_custom_tools_attach_by_id_and_by_name_at_creation(client):
     for agent_id in (agent["id"], created.json()["id"]):
         names = [t["name"] for t in (await client.get(f"/v1/agents/{agent_id}/tools")).json()]
         assert "get_weather" in names
+
+
+async def test_tools_named_and_given_by_id_at_creation_come_once_in_order_as_reading_back_gives(client):
+    # The defaults, then the names, then the ids; memory_insert, a default also given by id, once.
+    tool = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
+    memory_insert = (await client.get("/v1/tools/", params={"name": "memory_insert"})).json()[0]
+    body = {"tools": ["archival_memory_search"], "tool_ids": [tool["id"], memory_insert["id"]], "model": "openai/scripted-model"}
+
+    created = (await client.post("/v1/agents/", json=body)).json()
+    fetched = (await client.get(f"/v1/agents/{created['id']}")).json()
+
+    names = ["conversation_search", "memory_replace", "memory_insert", "archival_memory_search", "get_weather"]
+    assert [t["name"] for t in created["tools"]] == names
+    assert created["tools"] == fetched["tools"]
+
+
+async def test_an_unknown_tool_name_or_id_at_creation_is_refused_and_creates_nothing(client, db):
+    by_name = await client.post("/v1/agents/", json={"tools": ["memory_insert", "no_such_tool"]})
+    by_id = await client.post("/v1/agents/", json={"tool_ids": ["tool-00000000-0000-4000-8000-000000000000"]})
+
+    assert by_name.status_code == 400 and "no_such_tool" in by_name.json()["detail"]
+    assert by_id.status_code == 404 and "tool-00000000-0000-4000-8000-000000000000" in by_id.json()["detail"]
+    assert await db.fetchval("SELECT count(*) FROM agent") == 0
+    assert await db.fetchval("SELECT count(*) FROM agent_tool") == 0
+
+
+async def test_another_organizations_tool_cannot_be_attached_at_creation(settings, db):
+    async with keyed_client(settings, "a", "b") as (client, (key_a, key_b)):
+        tool = (await client.post("/v1/tools/", json={"source_code": WEATHER}, headers=key_a)).json()
+        by_name = await client.post("/v1/agents/", json={"tools": [tool["name"]]}, headers=key_b)
+        by_id = await client.post("/v1/agents/", json={"tool_ids": [tool["id"]]}, headers=key_b)
+
+    assert by_name.status_code == 400 and by_id.status_code == 404
+    assert await db.fetchval("SELECT count(*) FROM agent_tool WHERE tool_id = $1", tool["id"]) == 0
 
 
 class RecordingSandbox:

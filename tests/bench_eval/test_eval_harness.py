@@ -9,7 +9,7 @@ import pytest
 from bench.eval.bm25 import BM25
 from bench.eval.data import conversation_of, load_dir, normalize_evidence
 from bench.eval.evaluate import Server, evaluate
-from bench.eval.ingest import agent_file
+from bench.eval.ingest import agent_file, window_chunks
 from bench.eval.report import write
 from bench.eval.run import build_report, pending_of, server_facts
 from bench.eval.scoring import Outcome, all_found, recall_at_k, summarize
@@ -64,6 +64,14 @@ def test_bm25_scores_by_hand():
     assert index.top("a b", 1) == [0]
 
 
+def test_window_passages_cover_every_turn_of_a_session_sharing_one():
+    session = list("abcdef")
+    assert window_chunks(session) == [list("abc"), list("cde"), list("ef")]
+    assert window_chunks(session[:5]) == [list("abc"), list("cde")]  # no window of the last turn alone
+    assert window_chunks(session[:4]) == [list("abc"), list("cd")]
+    assert window_chunks(session[:2]) == [list("ab")]
+
+
 async def test_short_run_writes_the_report(client, db, tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -89,6 +97,7 @@ async def test_short_run_writes_the_report(client, db, tmp_path):
     dog = entry["per_question"][0]
     assert dog["recall"]["conversation_search"]["5"] == 1.0
     assert dog["recall"]["archival_turns"]["5"] == 1.0
+    assert dog["recall"]["archival_windows"]["5"] == 1.0
     markdown = (out / "eval.md").read_text()
     assert "| `conversation_search` |" in markdown and "recall@10 by category" in markdown
     if report["plot_note"]:  # everything else was checked; the plot needs the test extra's matplotlib

@@ -73,7 +73,7 @@ def letta_like(returns):
 
 async def test_letta_tool_returns_are_read_back_to_turns(tmp_path):
     conversation = conversation_of(tiny(tmp_path), TINY)
-    target = Target.of(conversation, "agent-1", "agent-2")
+    target = Target.of(conversation, "agent-1", "agent-2", "agent-3")
     puppy = conversation.turns[0]
     messages = {"message": "Showing 1 results:", "results": [{"timestamp": "2023-05-08T13:56:00+00:00", "time_ago": "1d ago"}]}
     messages["results"][0] |= {"role": "user", "content": puppy.content}

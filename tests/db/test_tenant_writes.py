@@ -15,12 +15,12 @@ from typing import Any
 import asyncpg
 import httpx
 import pytest
-from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
 from memvm.config import Settings
 from tests.db.test_citus_ready import REFERENCE_TABLES, TENANT_KEY
 from tests.support.api import app_client, create_agent, create_block
+from tests.support.events import listening
 
 MODEL = {"model": "openai/scripted-model", "tools": ["archival_memory_insert", "memory_replace"]}
 # A table a statement reads or changes, and its alias if it has one.
@@ -36,11 +36,8 @@ def recorded_statements() -> Iterator[list[str]]:
     def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         statements.append(statement)
 
-    event.listen(Engine, "before_cursor_execute", record)
-    try:
+    with listening(Engine, ("before_cursor_execute", record)):
         yield statements
-    finally:
-        event.remove(Engine, "before_cursor_execute", record)
 
 
 def unscoped(statement: str, tenant_tables: set[str]) -> list[str]:

@@ -5,7 +5,7 @@ run to its end; a run left `running` by a dead process is failed by the next tur
 import asyncio
 import json
 
-from memvm.runtime.loop.turn_lock import RUN_CLAIM_CLASS
+from memvm.runtime.loop.run_claims import RUN_CLAIM_CLASS
 from tests.support.api import app_client, create_agent
 from tests.support.sse import parse_sse
 

@@ -21,15 +21,21 @@ async def most_connections_while(db, work: asyncio.Future) -> int:
     return most
 
 
+SMALL_POOLS = {"db_pool_size": 2, "db_max_overflow": 0, "db_turn_lock_pool_size": 2, "embedding_worker": False}
+
+
+async def agents_with_slow_answers(client, llm, count: int) -> list[dict]:
+    """`count` agents, and an answer for each slow enough that all their turns are in flight at once."""
+    agents = [await create_agent(client, **MODEL) for _ in range(count)]
+    for _ in agents:
+        llm.reply("answer", delay=0.3)
+    return agents
+
+
 async def test_sends_beyond_the_turn_lock_pool_queue_and_stay_within_the_connection_budget(settings, llm, db):
-    settings = settings.model_copy(
-        update={"db_pool_size": 2, "db_max_overflow": 0, "db_turn_lock_pool_size": 2, "embedding_worker": False}
-    )
     turns = 6
-    async with app_client(settings) as client:
-        agents = [await create_agent(client, **MODEL) for _ in range(turns)]
-        for _ in agents:
-            llm.reply("answer", delay=0.3)  # long enough for every send to be in flight at once
+    async with app_client(settings.model_copy(update=SMALL_POOLS)) as client:
+        agents = await agents_with_slow_answers(client, llm, turns)
         sends = asyncio.gather(*(client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hi"}) for agent in agents))
         most = await most_connections_while(db, sends)
         answers = await sends
@@ -80,3 +86,25 @@ async def test_sends_piled_up_on_one_busy_agent_leave_the_pool_to_other_agents(s
 
     assert other.status_code == 200 and other.json()["messages"][-1]["content"] == "other answer"
     assert [answer.status_code for answer in answers] == [200] * 4
+
+
+async def test_a_burst_of_background_sends_claims_its_runs_on_one_connection(settings, llm, db):
+    """Each background run is claimed until it ends, queued ones too: a connection per claim let a burst
+    of background sends open one PostgreSQL connection per run."""
+    runs = 8
+    async with app_client(settings.model_copy(update=SMALL_POOLS)) as client:
+        agents = await agents_with_slow_answers(client, llm, runs)
+        queued = [
+            (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi"})).json()["id"] for agent in agents
+        ]
+        most = await most_connections_while(db, asyncio.ensure_future(all_ended(client, queued)))
+        statuses = [(await client.get(f"/v1/runs/{run_id}")).json()["status"] for run_id in queued]
+
+    assert statuses == ["completed"] * runs
+    assert most <= 2 + 2 + 1 + LISTENERS  # sessions + turn locks + the claims connection + listeners
+
+
+async def all_ended(client, run_ids: list[str]) -> None:
+    for run_id in run_ids:
+        while (await client.get(f"/v1/runs/{run_id}")).json()["status"] in ("created", "running"):
+            await asyncio.sleep(0.05)

@@ -8,9 +8,9 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
-from sqlalchemy import event
 
 from tests.support.api import build_app, compiled_prompt, create_agent
+from tests.support.events import listening
 
 MODEL = {"model": "openai/scripted-model"}
 ADMIN_KEY = "round-trips-admin-key"
@@ -34,13 +34,8 @@ def counted(engine) -> Iterator[RoundTrips]:
         seen.statements += 1
         seen.sql.append(statement)
 
-    event.listen(engine, "commit", on_commit)
-    event.listen(engine, "before_cursor_execute", on_statement)
-    try:
+    with listening(engine, ("commit", on_commit), ("before_cursor_execute", on_statement)):
         yield seen
-    finally:
-        event.remove(engine, "commit", on_commit)
-        event.remove(engine, "before_cursor_execute", on_statement)
 
 
 @asynccontextmanager
@@ -86,9 +81,10 @@ async def test_reading_an_agent_without_folders_reads_no_file_views(settings):
     assert [sql for sql in seen.sql if "agent_file" in sql] == []
 
 
-async def test_creating_an_agent_takes_six_statements_and_answers_what_reading_it_back_gives(settings, db):
-    # Blocks, agent (its prompt compiled before the INSERT), attachments, first block versions, the
-    # built-in tools by name, their attachments: nothing created is read back, not even for the answer.
+async def test_creating_an_agent_takes_three_statements_and_answers_what_reading_it_back_gives(settings, db):
+    # The agent (its prompt compiled before the INSERT); its blocks, their first versions and its
+    # attachments in one statement; the built-in tools linked by name as they are looked up: nothing
+    # created is read back, not even for the answer.
     async with quiet_client(settings) as (client, engine):
         await create_agent(client, **MODEL)  # the first request of a process prepares its statements
         with counted(engine) as seen:
@@ -96,7 +92,7 @@ async def test_creating_an_agent_takes_six_statements_and_answers_what_reading_i
         fetched = (await client.get(f"/v1/agents/{created['id']}")).json()
         prompt = await compiled_prompt(client, created["id"])
 
-    assert (seen.transactions, seen.statements) == (1, 6), seen.sql
+    assert (seen.transactions, seen.statements) == (1, 3), seen.sql
     assert created == fetched
     assert [block["label"] for block in created["memory"]["blocks"]] == ["human", "persona"]
     # The prompt stored with the row is what a recompile at the same timestamp makes of it.
@@ -105,7 +101,8 @@ async def test_creating_an_agent_takes_six_statements_and_answers_what_reading_i
 
 
 async def test_reading_an_agent_reads_only_the_relations_it_has(settings, llm):
-    # The agent row says whether it has folders, identities and runs; its blocks and tools are read.
+    # The agent row says whether it has folders, identities and runs, and comes with its blocks (one
+    # statement); its tools are read.
     async with quiet_client(settings) as (client, engine):
         agent = await create_agent(client, **MODEL)
         with counted(engine) as fresh:
@@ -116,10 +113,21 @@ async def test_reading_an_agent_reads_only_the_relations_it_has(settings, llm):
             after = (await client.get(f"/v1/agents/{agent['id']}")).json()
 
     assert sent.status_code == 200, sent.text
-    assert fresh.statements == 3, fresh.sql
-    assert with_run.statements == 4, with_run.sql  # and its latest run
+    assert fresh.statements == 2, fresh.sql
+    assert with_run.statements == 3, with_run.sql  # and its latest run
     assert before["last_stop_reason"] is None and after["last_stop_reason"] == "end_turn"
     assert after["last_run_completion"] is not None
+
+
+async def test_reading_an_agent_without_blocks_takes_as_many_statements_and_answers_as_creating_it(settings):
+    # Its row comes alone (no block joined to it), and still with its links.
+    async with quiet_client(settings) as (client, engine):
+        created = await create_agent(client, memory_blocks=[], **MODEL)
+        with counted(engine) as seen:
+            fetched = (await client.get(f"/v1/agents/{created['id']}")).json()
+
+    assert seen.statements == 2, seen.sql
+    assert fetched == created and fetched["memory"]["blocks"] == []
 
 
 async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_blocks_once(settings, db):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+import memvm.mcpclient.sdk  # noqa: F401  # a process imports it on its first request: the bounds here are the port's
 from memvm.config import Settings
 from memvm.mcpclient.connections import Connections
 from memvm.mcpclient.types import ServerConfig

@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
+from typing import Any, Literal
 
 MODEL_ID = "scripted-model"
 # Vector sizes of the embedding models it serves when the request names no `dimensions`.
@@ -37,7 +37,7 @@ class _Reply:
     content: str | None
     tool_calls: tuple[tuple[str, str], ...]  # (name, arguments text)
     finish_reason: str | None
-    usage: tuple[int, int] | None
+    usage: tuple[int, int] | None | Literal[False]  # False: the answer reports no usage
     reasoning: str | None
     delay: float
     drop_after: int | None  # streaming only: cut the connection after this many SSE events
@@ -93,13 +93,14 @@ class ScriptedLLM:
         *,
         tool_calls: list[tuple[str, dict | str]] = (),
         finish_reason: str | None = None,
-        usage: tuple[int, int] | None = None,
+        usage: tuple[int, int] | None | Literal[False] = None,
         reasoning: str | None = None,
         delay: float = 0.0,
         drop_after: int | None = None,
     ) -> ScriptedLLM:
         """Queue one answer. Tool-call arguments: dict → JSON, str → sent verbatim (may be malformed).
-        `drop_after` (streaming only) closes the connection after that many SSE events."""
+        `usage`: (prompt, completion) tokens, None for a rough count, False for none reported (as some
+        providers do). `drop_after` (streaming only) closes the connection after that many SSE events."""
         self._script.append(_make_reply(content, tool_calls, finish_reason, usage, reasoning, delay, drop_after))
         return self
 
@@ -231,15 +232,17 @@ class ScriptedLLM:
         if step.reasoning is not None:
             message["reasoning_content"] = step.reasoning
         finish = step.finish_reason or ("tool_calls" if step.tool_calls else "stop")
-        prompt, completion = step.usage or _rough_usage(body, step)
-        return {
+        answer = {
             "id": "chatcmpl-scripted",
             "object": "chat.completion",
             "created": 0,
             "model": body.get("model", MODEL_ID),
             "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
         }
+        if step.usage is not False:
+            prompt, completion = step.usage or _rough_usage(body, step)
+            answer["usage"] = {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+        return answer
 
 
 # ---------------------------------------------------------------- wire helpers
@@ -259,7 +262,7 @@ def _make_reply(
     content: str | None = None,
     tool_calls: list[tuple[str, dict | str]] = (),
     finish_reason: str | None = None,
-    usage: tuple[int, int] | None = None,
+    usage: tuple[int, int] | None | Literal[False] = None,
     reasoning: str | None = None,
     delay: float = 0.0,
     drop_after: int | None = None,
@@ -298,7 +301,7 @@ def _chunks(completion: dict, include_usage: bool) -> list[dict]:
     chunks = [frame | {"choices": [{"index": 0, "delta": d, "logprobs": None, "finish_reason": None}]} for d in deltas]
     last = {"index": 0, "delta": {}, "logprobs": None, "finish_reason": choice["finish_reason"]}
     chunks.append(frame | {"choices": [last]})
-    if include_usage:
+    if include_usage and "usage" in completion:
         chunks.append(frame | {"choices": [], "usage": completion["usage"]})
     return chunks
 

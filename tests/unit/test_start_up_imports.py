@@ -1,6 +1,6 @@
-"""What a process imports decides how long `memvm serve` takes to answer: it imports the app once, after
-its checks, and forks the HTTP processes from there. These guard the imports that start-up defers
-(see processes.DEFERRED_IMPORTS)."""
+"""What a process imports decides how long `memvm serve` takes to answer: it imports the app once, while
+its embedded PostgreSQL starts, and forks the HTTP processes from there after its checks. These guard
+the imports that start-up defers (see processes.DEFERRED_IMPORTS, and the MCP SDK's)."""
 
 import subprocess
 import sys
@@ -17,6 +17,12 @@ def modules_loaded_by(statement: str, candidates: tuple[str, ...]) -> list[str]:
 
 def test_the_app_loads_without_the_deferred_modules() -> None:
     assert modules_loaded_by("import memvm.main", DEFERRED_IMPORTS) == []
+
+
+def test_the_app_loads_without_the_mcp_sdk() -> None:
+    """The SDK takes most of a second and about 28 MiB to import: a process imports it on its first MCP
+    request (mcpclient/sdk.py), and `memvm serve` answers without it."""
+    assert modules_loaded_by("import memvm.main", ("mcp",)) == []
 
 
 def test_the_command_line_loads_without_the_database_stack() -> None:

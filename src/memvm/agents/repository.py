@@ -3,28 +3,19 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, exists, select, update
+from sqlalchemy import Select, bindparam, delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
-from sqlalchemy.orm import with_expression
+from sqlalchemy.orm import defer
 
 from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import owned
-from memvm.orm import Agent, AgentBlock, AgentFolder, Block, IdentityAgent, Run
+from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm.agent_links import WITH_LINKS
 
 # The hottest reads are built once, with bound parameters: building the expression per request
 # showed in the profile.
 _AGENT_BY_ID = select(Agent).where(Agent.id == bindparam("agent_id")).execution_options(populate_existing=True)
-_HAS_FOLDERS = exists().where(AgentFolder.agent_id == Agent.id)
-_HAS_IDENTITIES = exists().where(IdentityAgent.agent_id == Agent.id)
-_HAS_RUNS = exists().where(Run.agent_id == Agent.id)
-# Whether an agent has folders, identities and runs, on its row (Agent.has_folders, …): its view
-# reads only those it has (agents/views.py).
-_WITH_LINKS = (
-    with_expression(Agent.has_folders, _HAS_FOLDERS),
-    with_expression(Agent.has_identities, _HAS_IDENTITIES),
-    with_expression(Agent.has_runs, _HAS_RUNS),
-)
 _BLOCK_BY_LABEL = (
     select(Block)
     .join(AgentBlock, AgentBlock.block_id == Block.id)
@@ -38,17 +29,28 @@ async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Ag
     return await session.scalar(query, {"agent_id": agent_id})
 
 
-async def get_with_links(session: AsyncSession, agent_id: str) -> Agent | None:
-    """The agent with whether it has folders, identities and runs on its row."""
-    return await session.scalar(_AGENT_WITH_LINKS, {"agent_id": agent_id})
+async def get_with_links_and_blocks(session: AsyncSession, agent_id: str) -> list[tuple[Agent, Block | None]]:
+    """The agent with whether it has folders, identities and runs on its row, once per block in
+    prompt order (once with None if it has none); no rows if there is no such agent."""
+    return [(agent, block) for agent, block in await session.execute(_AGENT_WITH_BLOCKS, {"agent_id": agent_id})]
 
 
 def _listed() -> Select[Agent]:
     """Agents with their links; re-read even if already loaded, as a loaded row has no links."""
-    return select(Agent).options(*_WITH_LINKS).execution_options(populate_existing=True)
+    return select(Agent).options(*WITH_LINKS).execution_options(populate_existing=True)
 
 
-_AGENT_WITH_LINKS = _listed().where(Agent.id == bindparam("agent_id"))  # GET /v1/agents/{id}: built once
+# GET /v1/agents/{id}, built once. Its prompt is not read: the view does not show it, and it would
+# come again with every block's row.
+_AGENT_WITH_BLOCKS = (
+    _listed()
+    .add_columns(Block)
+    .outerjoin(AgentBlock, AgentBlock.agent_id == Agent.id)
+    .outerjoin(Block, Block.id == AgentBlock.block_id)
+    .where(Agent.id == bindparam("agent_id"))
+    .order_by(AgentBlock.position)
+    .options(defer(Agent.compiled_system, raiseload=True))
+)
 
 
 def list_query(

@@ -12,7 +12,7 @@ from memvm.actors import Actor
 from memvm.agents import block_links, repository
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentUpdate
 from memvm.agents.tool_rules import ToolRule, named_tools
-from memvm.agents.views import ChangedAgent, Links, NewAgent
+from memvm.agents.views import AgentWithBlocks, Links, NewAgent
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
 from memvm.db.conflicts import flush_or_conflict
@@ -25,7 +25,7 @@ from memvm.identities import service as identities
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
-from memvm.orm import Agent, AgentBlock, Block, Tool
+from memvm.orm import Agent, AgentBlock, Block
 from memvm.prompts.service import (
     DEFAULT_SYSTEM_PROMPT,
     LockedAgent,
@@ -88,16 +88,14 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
         max_files_open=data.max_files_open,
         per_file_view_window_char_limit=data.per_file_view_window_char_limit,
     )
-    created = await blocks.create_blocks(session, data.memory_blocks, actor=actor)  # stores the blocks alone
-    attached = [*created, *existing]
-    compile_new_agent(agent, attached)  # stored with its row: no recompile to lock and re-read it
+    created = [blocks.new_block(spec) for spec in data.memory_blocks]  # all checked before anything is stored
+    compile_new_agent(agent, [*created, *existing])  # stored with its row: no recompile to lock and re-read it
     session.add(agent)
-    # One multi-row INSERT: the ORM inserts rows in the order they were added and has PostgreSQL
-    # number them (`position`, an identity) in that order, so the prompt keeps the order given.
-    session.add_all([AgentBlock(agent_id=agent.id, block_id=block.id, label=block.label) for block in attached])
-    await session.flush()
-    chosen_tools = list({tool.id: tool for tool in await _initial_tools(session, data)}.values())
-    await tools.attach_tools(session, agent.id, chosen_tools, new_agent=True)
+    await session.flush()  # first: the attachments refer to it
+    # The new blocks, their history and every attachment in one statement, which has PostgreSQL
+    # number the attachments (`position`, an identity) in the order given, so the prompt keeps it.
+    attached = [*await blocks.store_new_blocks(session, created, actor=actor, attach_to=agent.id, attached=existing), *existing]
+    chosen_tools = await tools.attach_to_new_agent(session, agent.id, _initial_tool_names(data), data.tool_ids)
     if folder_ids:
         await files.set_folders(session, agent.id, folder_ids)  # after the tools: the file tools come with them
         await recompile_agents(session, [agent.id])  # its prompt lists the folders' files
@@ -106,10 +104,9 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     return NewAgent(agent, attached, chosen_tools)
 
 
-async def _initial_tools(session: AsyncSession, data: AgentCreate) -> list[Tool]:
+def _initial_tool_names(data: AgentCreate) -> list[str]:
     names = [*(tools.default_tool_names(data.agent_type) if data.include_base_tools else ()), *data.tools]
-    chosen = await tools.tools_by_name(session, list(dict.fromkeys(names)))
-    return chosen + [await tools.get_tool(session, tool_id) for tool_id in data.tool_ids]
+    return list(dict.fromkeys(names))
 
 
 async def _checked_rules(session: AsyncSession, rules: list[ToolRule]) -> list[dict[str, Any]]:
@@ -153,12 +150,13 @@ async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False)
     return agent
 
 
-async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> Agent:
-    """The agent, with which relations it has that its view would read (in the same statement)."""
-    agent = await repository.get_with_links(session, agent_id)
-    if agent is None:
+async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> AgentWithBlocks:
+    """The agent, with which relations it has that its view would read, and its blocks in prompt
+    order, in one statement."""
+    rows = await repository.get_with_links_and_blocks(session, agent_id)
+    if not rows:
         raise agent_not_found(agent_id)
-    return agent
+    return AgentWithBlocks(rows[0][0], [block for _, block in rows if block is not None])
 
 
 async def list_agents(
@@ -301,7 +299,7 @@ async def all_agent_ids(session: AsyncSession) -> list[str]:
     return await repository.all_ids(session)
 
 
-async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> ChangedAgent:
+async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> AgentWithBlocks:
     """Attach an existing block; idempotent. A label clash is a Conflict that names both blocks."""
     [block] = await block_links.locked_blocks(session, [block_id])
     locked = await _locked_for_blocks(session, agent_id)
@@ -321,7 +319,7 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> C
     return _changed(locked, attached)
 
 
-async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> ChangedAgent:
+async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> AgentWithBlocks:
     """Detach a block from the agent; the block itself survives."""
     locked = await _locked_for_blocks(session, agent_id)  # first, as attach takes it before the link
     if not await repository.detach(session, agent_id, block_id):
@@ -339,8 +337,9 @@ async def _locked_for_blocks(session: AsyncSession, agent_id: str) -> LockedAgen
     return locked
 
 
-def _changed(locked: LockedAgent, blocks: list[Block]) -> ChangedAgent:
-    return ChangedAgent(locked.agent, blocks, Links(folders=bool(locked.folders), identities=locked.identities, runs=locked.runs))
+def _changed(locked: LockedAgent, blocks: list[Block]) -> AgentWithBlocks:
+    links = Links(folders=bool(locked.folders), identities=locked.identities, runs=locked.runs)
+    return AgentWithBlocks(locked.agent, blocks, links)
 
 
 async def attach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> Agent:

@@ -36,30 +36,30 @@ class Links(NamedTuple):
 _UNKNOWN = Links()
 
 
-class ChangedAgent(NamedTuple):
-    """An agent whose blocks were just changed, with its blocks in prompt order as they are now and
-    which relations it has: its view needs neither read again."""
+class AgentWithBlocks(NamedTuple):
+    """An agent with its blocks in prompt order as they are now, and which relations it has (None: on
+    its row): GET /v1/agents/{id}, a block's attach or detach. Its view reads neither again."""
 
     agent: Agent
     blocks: list[Block]
-    links: Links
+    links: Links | None = None
 
 
-async def describe_changed(session: AsyncSession, changed: ChangedAgent) -> AgentRead:
-    """The full API view of an agent whose blocks were just changed."""
-    agent_id = changed.agent.id
-    [view] = await describe(
-        session, [changed.agent], include=None, links={agent_id: changed.links}, blocks={agent_id: changed.blocks}
-    )
+async def describe_with_blocks(session: AsyncSession, read: AgentWithBlocks, *, include: set[str] | None) -> AgentRead:
+    """The API view of an agent read with its blocks (`include` as `describe` takes it)."""
+    agent_id = read.agent.id
+    links = {} if read.links is None else {agent_id: read.links}
+    [view] = await describe(session, [read.agent], include=include, links=links, blocks={agent_id: read.blocks})
     return view
 
 
 def _links_of(agent: Agent, known: Mapping[str, Links]) -> Links:
-    """What the caller knows of the agent's relations, else what its row was listed with."""
+    """What the caller knows of the agent's relations, else what its row was read with
+    (orm/agent_links.py)."""
     if agent.id in known:
         return known[agent.id]
     if agent.has_folders is None or agent.has_identities is None or agent.has_runs is None:
-        return _UNKNOWN  # not loaded by a listing
+        return _UNKNOWN  # read without them
     return Links(agent.has_folders, agent.has_identities, agent.has_runs)
 
 
@@ -84,8 +84,8 @@ async def describe(
     """API views of `agents`. `include=None` means everything; otherwise only the named
     relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients.
     `new`: agents created in this transaction, which have no runs to look up. `links`: what is known
-    of agents' relations (an agent not in it may have any). `blocks`: every agent's blocks in prompt
-    order, when the caller has just read them."""
+    of agents' relations (an agent neither in it nor read with them may have any). `blocks`: every
+    agent's blocks in prompt order, when the caller has just read them."""
     known = {agent.id: _links_of(agent, links or {}) for agent in agents}
     ids = [agent.id for agent in agents]
     with_blocks = include is None or "agent.blocks" in include

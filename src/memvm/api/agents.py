@@ -6,7 +6,7 @@ from memvm.agents import service
 from memvm.agents import views as agent_views
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate, SecretRead
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, included_relations, page_params
+from memvm.api.deps import AgentId, ReadDep, RuntimeDep, TransactionDep, included_relations, page_params
 from memvm.api.schemas import AgentRepositories, CompactionResult, ContextWindowOverview, Deleted
 from memvm.conversations.thread import ThreadRef
 from memvm.db.pagination import PageRequest
@@ -39,7 +39,7 @@ async def create_agent(body: AgentCreate, runtime: RuntimeDep, caller: CallerDep
 @router.get("/", response_model=list[AgentRead])
 async def list_agents(
     request: Request,
-    tx: TransactionDep,
+    read: ReadDep,
     page: Annotated[PageRequest, Depends(page_params(50, "desc"))],
     name: str | None = None,
     query_text: str | None = Query(None, description="Case-insensitive substring of the name."),
@@ -51,7 +51,7 @@ async def list_agents(
 ) -> list[AgentRead]:
     """List agents, newest first by default; filter by name, tags or identity; page with before/after."""
     among = identities.member_ids_query("agent", identity_id=identity_id, identifier_keys=identifier_keys or ())
-    async with tx() as session:
+    async with read() as session:
         agents = await service.list_agents(
             session,
             page,
@@ -65,12 +65,11 @@ async def list_agents(
 
 
 @router.get("/{agent_id}", response_model=AgentRead)
-async def retrieve_agent(request: Request, agent_id: AgentId, tx: TransactionDep, include: IncludeParam = None) -> AgentRead:
+async def retrieve_agent(request: Request, agent_id: AgentId, read: ReadDep, include: IncludeParam = None) -> AgentRead:
     """Get one agent; `include` selects relations as the Letta SDK sends it."""
-    async with tx() as session:
+    async with read() as session:
         agent = await service.get_agent_to_describe(session, agent_id)
-        [view] = await agent_views.describe(session, [agent], include=included_relations(request, include))
-    return view
+        return await agent_views.describe_with_blocks(session, agent, include=included_relations(request, include))
 
 
 @router.patch("/{agent_id}", response_model=AgentRead)

@@ -10,6 +10,7 @@ from memvm.api.deps import (
     BlockId,
     HistoryPageDep,
     IfMatchDep,
+    ReadDep,
     TransactionDep,
     included_relations,
     page_params,
@@ -36,7 +37,7 @@ async def create_block(body: BlockCreate, caller: CallerDep, tx: TransactionDep,
 
 @router.get("/", response_model=list[BlockRead])
 async def list_blocks(
-    tx: TransactionDep,
+    read: ReadDep,
     page: Annotated[PageRequest, Depends(page_params(50, "asc"))],
     label: str | None = None,
     tags: Annotated[list[str] | None, Query()] = None,
@@ -46,7 +47,7 @@ async def list_blocks(
 ) -> list[BlockRead]:
     """List blocks, oldest first by default; filter by label, tags, value text or identity."""
     among = identities.member_ids_query("block", identity_id=identity_id) if identity_id else None
-    async with tx() as session:
+    async with read() as session:
         found = await service.list_blocks(
             session, page, label=label, tags=tags or (), match_all_tags=match_all_tags, value_search=value_search, among=among
         )
@@ -54,9 +55,9 @@ async def list_blocks(
 
 
 @router.get("/{block_id}", response_model=BlockRead)
-async def retrieve_block(block_id: BlockId, tx: TransactionDep, response: Response) -> BlockRead:
+async def retrieve_block(block_id: BlockId, read: ReadDep, response: Response) -> BlockRead:
     """One block; the ETag carries its version."""
-    async with tx() as session:
+    async with read() as session:
         view = BlockRead.of(await service.get_block(session, block_id))
     return with_etag(response, view)
 
@@ -83,12 +84,12 @@ async def delete_block(block_id: BlockId, caller: CallerDep, tx: TransactionDep)
 async def list_block_agents(
     request: Request,
     block_id: BlockId,
-    tx: TransactionDep,
+    read: ReadDep,
     page: Annotated[PageRequest, Depends(page_params(50, "desc"))],
     include: Annotated[list[str] | None, Query()] = None,
 ) -> list[AgentRead]:
     """Agents this block is attached to."""
-    async with tx() as session:
+    async with read() as session:
         found = await agents.agents_of_block(session, block_id, page)
         return await describe(session, found, include=included_relations(request, include))
 
@@ -96,22 +97,22 @@ async def list_block_agents(
 @router.get("/{block_id}/history", response_model=list[BlockHistoryEntry])
 async def block_history(
     block_id: BlockId,
-    tx: TransactionDep,
+    read: ReadDep,
     page: HistoryPageDep,
 ) -> list[BlockHistoryEntry]:
     """The block's changes, newest first: version, time, the fields that changed (old and new, or the
     value as a unified diff), and who made it (API key, or agent with run, step and tool call). A
     deleted block's history stays readable; its newest entry is the delete."""
-    async with tx() as session:
+    async with read() as session:
         return await history.history(session, block_id, page)
 
 
 @router.get("/{block_id}/versions/{version}", response_model=BlockVersionRead)
 async def block_version(
-    block_id: BlockId, version: Annotated[int, Path(ge=1, le=MAX_VERSION)], tx: TransactionDep
+    block_id: BlockId, version: Annotated[int, Path(ge=1, le=MAX_VERSION)], read: ReadDep
 ) -> BlockVersionRead:
     """The block as it was at one version."""
-    async with tx() as session:
+    async with read() as session:
         return BlockVersionRead.of(await history.version_of(session, block_id, version))
 
 

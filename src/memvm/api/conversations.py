@@ -9,7 +9,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.api.auth import CallerDep
-from memvm.api.deps import RuntimeDep, TransactionDep
+from memvm.api.deps import ReadDep, RuntimeDep, TransactionDep
 from memvm.api.messages import answer_send, thread_history
 from memvm.api.runs import RunStreamRequest
 from memvm.api.schemas import LettaMessage
@@ -143,7 +143,7 @@ async def send_message(conversation_id: ThreadName, body: ConversationSend, runt
 @router.get("/v1/conversations/{conversation_id}/messages", response_model=list[LettaMessage])
 async def list_conversation_messages(
     conversation_id: ThreadName,
-    tx: TransactionDep,
+    read: ReadDep,
     agent_id: str | None = Query(None, pattern=id_pattern("agent"), description="For `default`: the agent."),
     before: str | None = Query(None, description="Only messages older than this message id."),
     after: str | None = Query(None, description="Only messages newer than this message id."),
@@ -153,7 +153,8 @@ async def list_conversation_messages(
 ) -> list[dict[str, Any]]:
     """The conversation's history, one chronological page at a time."""
     ref = ThreadRef.of(conversation_id, agent_id)
-    return await thread_history(tx, ref, before=before, after=after, limit=limit, order=order, types=include_return_message_types)
+    types = include_return_message_types
+    return await thread_history(read, ref, before=before, after=after, limit=limit, order=order, types=types)
 
 
 @router.post("/v1/conversations/{conversation_id}/stream", response_class=StreamingResponse, responses=EVENT_STREAM)

@@ -1,4 +1,4 @@
-"""Shared request dependencies: what the lifespan built (typed), the unit of work, id path
+"""Shared request dependencies: what the lifespan built (typed), the units of work, id path
 parameters, If-Match, pagination.
 
 Every dependency is `async def`, even when it awaits nothing: FastAPI runs a plain `def` one in a
@@ -17,7 +17,7 @@ from memvm.actors import Caller
 from memvm.api.auth import CallerDep
 from memvm.blocks.schemas import HistoryPage
 from memvm.db.pagination import PageRequest
-from memvm.db.uow import transaction
+from memvm.db.uow import reading, transaction
 from memvm.errors import InvalidInput
 from memvm.ids import id_pattern
 from memvm.memory.rules import MAX_VERSION
@@ -50,9 +50,16 @@ async def _transaction(sessionmaker: SessionmakerDep, caller: CallerDep) -> Tran
     return transaction_in(sessionmaker, caller)
 
 
+async def _reading(sessionmaker: SessionmakerDep, caller: CallerDep) -> Transaction:
+    return partial(reading, sessionmaker, caller.organization_id)
+
+
 # `async with tx() as session:` — one transaction in the caller's organization, committed before the
 # response is built.
 TransactionDep = Annotated[Transaction, Depends(_transaction)]
+# `async with read() as session:` — reads only, in the caller's organization, without a transaction
+# (two round trips fewer): for routes whose whole path only reads (db/uow.py `reading` refuses writes).
+ReadDep = Annotated[Transaction, Depends(_reading)]
 AgentId = Annotated[str, Path(pattern=id_pattern("agent"), description="agent-<uuid4>")]
 BlockId = Annotated[str, Path(pattern=id_pattern("block"), description="block-<uuid4>")]
 

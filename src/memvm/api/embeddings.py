@@ -9,7 +9,8 @@ from typing import Annotated, Literal
 from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memvm.embeddings.local import DIM, MODEL_ID, shared_local_embedder
+from memvm.api.deps import RuntimeDep
+from memvm.embeddings.local import DIM, MODEL_ID
 from memvm.errors import InvalidInput
 
 router = APIRouter(tags=["embeddings"])
@@ -56,7 +57,7 @@ class EmbeddingsResponse(BaseModel):
 
 
 @router.post("/v1/embeddings", response_model=EmbeddingsResponse)
-async def create_embeddings(body: EmbeddingsRequest) -> EmbeddingsResponse:
+async def create_embeddings(body: EmbeddingsRequest, runtime: RuntimeDep) -> EmbeddingsResponse:
     """OpenAI-compatible embeddings from memvm's local model (all-MiniLM-L6-v2, 384-d, unit vectors).
     `usage` counts the tokens the model read (it truncates a text at 256)."""
     if body.model.lower() not in SERVED:
@@ -64,7 +65,7 @@ async def create_embeddings(body: EmbeddingsRequest) -> EmbeddingsResponse:
     if body.dimensions is not None and body.dimensions != DIM:
         raise InvalidInput(f"{MODEL_ID} makes {DIM}-dimensional vectors; dimensions={body.dimensions} cannot be given.")
     texts = [body.input] if isinstance(body.input, str) else body.input
-    vectors, tokens = await shared_local_embedder().embed_counting(texts)
+    vectors, tokens = await runtime.embedders.local_model().embed_counting(texts)
     data = [Embedding(index=index, embedding=_encoded(vector, body.encoding_format)) for index, vector in enumerate(vectors)]
     return EmbeddingsResponse(data=data, model=body.model, usage=Usage(prompt_tokens=tokens, total_tokens=tokens))
 

@@ -9,7 +9,7 @@ from pydantic import BaseModel
 from memvm.actors import Caller
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import AgentId, RuntimeDep, Transaction, TransactionDep, page_params
+from memvm.api.deps import AgentId, ReadDep, RuntimeDep, Transaction, page_params
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
 from memvm.conversations import service as conversations
@@ -68,7 +68,7 @@ async def cancel_runs(
 @router.get("/v1/agents/{agent_id}/messages", response_model=list[LettaMessage])
 async def list_messages(
     agent_id: AgentId,
-    tx: TransactionDep,
+    read: ReadDep,
     before: str | None = Query(None, description="Only messages older than this message id."),
     after: str | None = Query(None, description="Only messages newer than this message id."),
     limit: int = Query(100, ge=1, le=1000),
@@ -78,11 +78,12 @@ async def list_messages(
 ) -> list[dict[str, Any]]:
     """The history of one of the agent's conversations, one chronological page at a time."""
     ref = ThreadRef.of(conversation_id or DEFAULT_CONVERSATION, agent_id)
-    return await thread_history(tx, ref, before=before, after=after, limit=limit, order=order, types=include_return_message_types)
+    types = include_return_message_types
+    return await thread_history(read, ref, before=before, after=after, limit=limit, order=order, types=types)
 
 
 async def thread_history(
-    tx: Transaction,
+    read: Transaction,
     ref: ThreadRef,
     *,
     before: str | None,
@@ -91,8 +92,8 @@ async def thread_history(
     order: Literal["asc", "desc"],
     types: list[str] | None,
 ) -> list[dict[str, Any]]:
-    """A chronological page of the history of the conversation `ref` names."""
-    async with tx() as session:
+    """A chronological page of the history of the conversation `ref` names (it only reads)."""
+    async with read() as session:
         thread = await conversations.open_thread(session, ref)
         return await letta_messages.of_agent(
             session, thread.agent.id, thread.conversation_id, limit=limit, order=order, before=before, after=after, types=types
@@ -101,13 +102,13 @@ async def thread_history(
 
 @router.get("/v1/messages/", response_model=list[LettaMessage])
 async def list_organization_messages(
-    tx: TransactionDep,
+    read: ReadDep,
     page: Annotated[PageRequest, Depends(page_params(100, "desc"))],
     conversation_id: str | None = Query(None, description="Only messages of this conversation (conv-…)."),
     include_return_message_types: Annotated[list[str] | None, Query()] = None,
 ) -> list[dict[str, Any]]:
     """Every agent's messages in your organization, newest first by default; cursors are message ids."""
-    async with tx() as session:
+    async with read() as session:
         return await letta_messages.of_organization(
             session, page, conversation_id=conversation_id, types=include_return_message_types
         )
@@ -115,10 +116,10 @@ async def list_organization_messages(
 
 @router.get("/v1/messages/{message_id}", response_model=list[LettaMessage])
 async def retrieve_message(
-    message_id: Annotated[str, Path(pattern=id_pattern("message"))], tx: TransactionDep
+    message_id: Annotated[str, Path(pattern=id_pattern("message"))], read: ReadDep
 ) -> list[dict[str, Any]]:
     """One stored message, as the Letta messages it expands to."""
-    async with tx() as session:
+    async with read() as session:
         return await letta_messages.of_message(session, message_id)
 
 

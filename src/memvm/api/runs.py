@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
-from memvm.api.deps import RuntimeDep, TransactionDep, page_params
+from memvm.api.deps import ReadDep, RuntimeDep, TransactionDep, page_params
 from memvm.api.schemas import NULL_ANSWER, LettaMessage
 from memvm.api.sse import EVENT_STREAM, sse
 from memvm.db.pagination import PageRequest
@@ -46,16 +46,16 @@ async def _run_filter(
 
 
 @router.get("/v1/runs/", response_model=list[RunRead])
-async def list_runs(tx: TransactionDep, page: Page, run_filter: Annotated[RunFilter, Depends(_run_filter)]) -> list[RunRead]:
+async def list_runs(read: ReadDep, page: Page, run_filter: Annotated[RunFilter, Depends(_run_filter)]) -> list[RunRead]:
     """Your organization's runs, newest first by default."""
-    async with tx() as session:
+    async with read() as session:
         return [RunRead.of(run) for run in await runs.list_runs(session, page, run_filter)]
 
 
 @router.get("/v1/runs/{run_id}", response_model=RunRead)
-async def retrieve_run(run_id: RunId, tx: TransactionDep) -> RunRead:
+async def retrieve_run(run_id: RunId, read: ReadDep) -> RunRead:
     """One run: status, stop reason, timings and the request's options."""
-    async with tx() as session:
+    async with read() as session:
         return RunRead.of(await runs.get_run(session, run_id))
 
 
@@ -68,72 +68,72 @@ async def delete_run(run_id: RunId, tx: TransactionDep) -> Response:
 
 
 @router.get("/v1/runs/{run_id}/usage", response_model=RunUsage)
-async def run_usage(run_id: RunId, tx: TransactionDep) -> RunUsage:
+async def run_usage(run_id: RunId, read: ReadDep) -> RunUsage:
     """The run's tokens, summed over its model calls."""
-    async with tx() as session:
+    async with read() as session:
         return runs.usage_of(await runs.get_run(session, run_id))
 
 
 @router.get("/v1/runs/{run_id}/messages", response_model=list[LettaMessage])
-async def run_messages(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
+async def run_messages(run_id: RunId, read: ReadDep, page: AscendingPage) -> list[dict[str, Any]]:
     """What the run stored, as Letta messages, oldest first by default."""
-    async with tx() as session:
+    async with read() as session:
         return await letta_messages.of_run(session, run_id, page)
 
 
 @router.get("/v1/runs/{run_id}/trace", response_model=list[dict[str, Any]])
 async def run_trace(
-    run_id: RunId, tx: TransactionDep, limit: int = Query(1000, ge=1, le=5000, description="Maximum number of spans to return.")
+    run_id: RunId, read: ReadDep, limit: int = Query(1000, ge=1, le=5000, description="Maximum number of spans to return.")
 ) -> list[dict[str, Any]]:
     """The run's spans, built from what memvm records: the run (start, duration, status, tokens), its
     time to first token, and each step with its model call (time, model, tokens); a step's tool calls
     and error are attributes of its span (memvm does not time them apart)."""
-    async with tx() as session:
+    async with read() as session:
         return await runs.run_trace(session, run_id, limit)
 
 
 @router.get("/v1/runs/{run_id}/steps", response_model=list[StepRead])
-async def run_steps(run_id: RunId, tx: TransactionDep, page: AscendingPage) -> list[StepRead]:
+async def run_steps(run_id: RunId, read: ReadDep, page: AscendingPage) -> list[StepRead]:
     """The run's model calls, oldest first by default."""
-    async with tx() as session:
+    async with read() as session:
         await runs.get_run(session, run_id)
         return [StepRead.of(step) for step in await runs.list_steps(session, page, run_id=run_id)]
 
 
 @router.get("/v1/steps/", response_model=list[StepRead])
-async def list_steps(tx: TransactionDep, page: Page, agent_id: str | None = None, model: str | None = None) -> list[StepRead]:
+async def list_steps(read: ReadDep, page: Page, agent_id: str | None = None, model: str | None = None) -> list[StepRead]:
     """Your organization's steps, newest first by default; `model` matches the handle or its name."""
-    async with tx() as session:
+    async with read() as session:
         return [StepRead.of(step) for step in await runs.list_steps(session, page, agent_id=agent_id, model=model)]
 
 
 @router.get("/v1/steps/{step_id}", response_model=StepRead)
-async def retrieve_step(step_id: StepId, tx: TransactionDep) -> StepRead:
+async def retrieve_step(step_id: StepId, read: ReadDep) -> StepRead:
     """One model call: model, tokens, latencies, tool calls, error if any."""
-    async with tx() as session:
+    async with read() as session:
         return StepRead.of(await runs.get_step(session, step_id))
 
 
 @router.get("/v1/steps/{step_id}/messages", response_model=list[LettaMessage])
-async def step_messages(step_id: StepId, tx: TransactionDep, page: AscendingPage) -> list[dict[str, Any]]:
+async def step_messages(step_id: StepId, read: ReadDep, page: AscendingPage) -> list[dict[str, Any]]:
     """What the step stored, as Letta messages."""
-    async with tx() as session:
+    async with read() as session:
         return await letta_messages.of_step(session, step_id, page)
 
 
 @router.get("/v1/steps/{step_id}/metrics", response_model=StepMetrics, response_model_exclude_none=True)
-async def step_metrics(step_id: StepId, tx: TransactionDep) -> StepMetrics:
+async def step_metrics(step_id: StepId, read: ReadDep) -> StepMetrics:
     """The step's model-call time and its time from the model call's start to its end (tool calls
     and storing are not timed apart)."""
-    async with tx() as session:
+    async with read() as session:
         return StepMetrics.of(await runs.get_step(session, step_id))
 
 
 @router.get("/v1/steps/{step_id}/trace", response_model=None, responses=NULL_ANSWER)
-async def step_trace(step_id: StepId, tx: TransactionDep) -> None:
+async def step_trace(step_id: StepId, read: ReadDep) -> None:
     """The provider's request and response for the step: memvm does not keep them, so the answer is
     null (as Letta's when it does not track them); GET /v1/runs/{id}/trace has the step's timings."""
-    async with tx() as session:
+    async with read() as session:
         await runs.get_step(session, step_id)
 
 

@@ -1,14 +1,33 @@
 """All block SQL."""
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, delete, func, or_, select, tuple_
+from sqlalchemy import (
+    Integer,
+    Select,
+    String,
+    and_,
+    bindparam,
+    column,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    tuple_,
+)
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm import aliased
+from sqlalchemy.sql.expression import ColumnElement, TableValuedAlias
 
 from memvm.actors import Actor
 from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
+from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import AgentBlock, Block, BlockChange
 
 _BY_ID = select(Block).where(Block.id == bindparam("block_id")).execution_options(populate_existing=True)  # built once
@@ -44,26 +63,88 @@ def list_query(
     return query
 
 
+# What a history row keeps of the block's state (the same attribute on both models).
+_STATE = ("label", "value", "char_limit", "description", "read_only", "metadata_")
+_NEW_BLOCK = ("id", *_STATE, "hidden", "tags", "version")
+
+
 def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor, restored_version: int | None = None) -> None:
+    state = {attribute: getattr(block, attribute) for attribute in _STATE}
     session.add(
         BlockChange(
-            block_id=block.id,
-            version=block.version,
-            change=change,
-            actor_type=actor.type,
-            actor_id=actor.id,
-            step_id=actor.step_id,
-            run_id=actor.run_id,
-            tool_call_id=actor.tool_call_id,
-            restored_version=restored_version,
-            label=block.label,
-            value=block.value,
-            char_limit=block.char_limit,
-            description=block.description,
-            read_only=block.read_only,
-            metadata_=block.metadata_,
+            block_id=block.id, version=block.version, change=change, **_by(actor), restored_version=restored_version, **state
         )
     )
+
+
+_WHO = ("actor_type", "actor_id", "step_id", "run_id", "tool_call_id")
+
+
+def _by(actor: Actor) -> dict[str, str | None]:
+    """A history row's record of who made the change."""
+    return dict(zip(_WHO, (actor.type, actor.id, actor.step_id, actor.run_id, actor.tool_call_id), strict=True))
+
+
+async def insert_new(
+    session: AsyncSession, blocks: Sequence[Block], *, actor: Actor, links: Sequence[tuple[str, str, str]] = ()
+) -> list[Block]:
+    """Store validated new blocks, the history rows of their creation and `links` (agent_id, block_id,
+    label: a new agent's attachments, in prompt order) in one statement; the blocks as stored (with
+    their timestamps), in the order given. The ORM would take a statement per table."""
+    params = {
+        "organization_id": organization_of_new_rows(session.sync_session, "Block"),
+        "blocks": [{c.name: getattr(block, a) for a, c in _NEW_BLOCK_COLUMNS.items()} for block in blocks],
+        "links": [
+            {"agent_id": agent, "block_id": block, "label": label, "n": n} for n, (agent, block, label) in enumerate(links)
+        ],
+        **_by(actor),
+    }
+    if not blocks:
+        if links:
+            await session.execute(_INSERT_LINKS, params)
+        return []
+    by_id = {block.id: block for block in await session.scalars(_INSERT_BLOCKS_AND_LINKS if links else _INSERT_BLOCKS, params)}
+    return [by_id[block.id] for block in blocks]
+
+
+def _rows(columns: Iterable[ColumnElement[Any]], parameter: str) -> TableValuedAlias:
+    """The rows of a JSON array parameter (objects by column name) as a table of `columns`."""
+    table = func.jsonb_to_recordset(bindparam(parameter, type_=JSONB)).table_valued(*(column(c.name, c.type) for c in columns))
+    return table.render_derived(with_types=True)
+
+
+# Built once, the rows going in as JSON parameters: a statement with a VALUES row per row has no
+# cache key, so SQLAlchemy would compile it on every call, and building it showed in the profile.
+_NEW_BLOCK_COLUMNS = {attribute: Block.__mapper__.columns[attribute] for attribute in _NEW_BLOCK}
+_ORGANIZATION = bindparam("organization_id", type_=String)
+_LINKED = _rows([column(name, String) for name in ("agent_id", "block_id", "label")] + [column("n", Integer)], "links")
+_LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]  # Core: alone, the ORM takes this for a bulk INSERT
+_LINKS = _LINK_TABLE.c
+_INSERT_LINKS = insert(_LINK_TABLE).from_select(
+    [_LINKS.organization_id, _LINKS.agent_id, _LINKS.block_id, _LINKS.label],
+    select(_ORGANIZATION, _LINKED.c.agent_id, _LINKED.c.block_id, _LINKED.c.label).order_by(_LINKED.c.n),  # `position`'s order
+)
+_GIVEN = _rows(_NEW_BLOCK_COLUMNS.values(), "blocks")
+_STORED = (
+    insert(Block)
+    .from_select([Block.organization_id, *(getattr(Block, a) for a in _NEW_BLOCK)], select(_ORGANIZATION, *_GIVEN.c))
+    .returning(*Block.__table__.c)
+    .cte("new_block")
+)
+_NEW = aliased(Block, _STORED)
+_HISTORY = insert(BlockChange).from_select(
+    [getattr(BlockChange, c) for c in ("organization_id", "block_id", "version", "change", *_WHO, *_STATE)],
+    select(
+        _NEW.organization_id,
+        _NEW.id,
+        _NEW.version,
+        literal("create"),
+        *(bindparam(name, type_=String) for name in _WHO),
+        *(getattr(_NEW, a) for a in _STATE),
+    ),
+)
+_INSERT_BLOCKS = select(_NEW).add_cte(_HISTORY.cte("history"))
+_INSERT_BLOCKS_AND_LINKS = _INSERT_BLOCKS.add_cte(_INSERT_LINKS.cte("link"))
 
 
 async def history_rows(

@@ -55,11 +55,17 @@ async def create_blocks(
     created = [new_block(spec) for spec in specs]
     for block, version in zip(created, versions, strict=False):
         block.version = version or block.version
-    session.add_all(created)
-    await session.flush()
-    for block in created:
-        repository.record_change(session, block, change="create", actor=actor)
-    return created
+    return await store_new_blocks(session, created, actor=actor)
+
+
+async def store_new_blocks(
+    session: AsyncSession, created: Sequence[Block], *, actor: Actor, attach_to: str | None = None, attached: Sequence[Block] = ()
+) -> list[Block]:
+    """Store blocks made by `new_block` with their history, in one statement; the blocks as stored.
+    `attach_to`: a new agent (already flushed) that the blocks, then `attached`, are attached to in
+    that order, in the same statement."""
+    links = [(attach_to, block.id, block.label) for block in [*created, *attached]] if attach_to else []
+    return await repository.insert_new(session, created, actor=actor, links=links)
 
 
 async def get_block(session: AsyncSession, block_id: str) -> Block:

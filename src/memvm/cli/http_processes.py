@@ -18,6 +18,7 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
@@ -35,7 +36,7 @@ STOP_GRACE_SECONDS = 30.0  # for the requests in flight, then SIGKILL
 
 
 def count(settings: Settings) -> int:
-    return settings.workers or os.cpu_count() or 1
+    return settings.http_processes
 
 
 def share_metrics() -> None:
@@ -51,7 +52,7 @@ def share_metrics() -> None:
 def load_app(settings: Settings, target: DatabaseTarget, *, forks: bool) -> uvicorn.Config:
     """The app, imported and built once in this process, before anything listens (after share_metrics
     when it `forks` processes, as the import brings prometheus-client)."""
-    from memvm.main import create_app  # only now: `memvm serve` checks everything before it pays for this
+    from memvm.main import create_app  # `memvm serve` imported it while its database started (serve.py)
 
     config = uvicorn.Config(
         create_app(settings, database=target),
@@ -66,10 +67,13 @@ def load_app(settings: Settings, target: DatabaseTarget, *, forks: bool) -> uvic
     return config
 
 
-def serve(config: uvicorn.Config, processes: int) -> int:
-    """Serve until SIGTERM or SIGINT, in this process or in `processes` forked ones; the exit status."""
+def serve(config: uvicorn.Config, processes: int, *, watch: Callable[[], None] | None = None) -> int:
+    """Serve until SIGTERM or SIGINT, in this process or in `processes` forked ones; the exit status.
+    With forked ones, `watch` is called as often as they are watched (the embedding worker's restart).
+    Serving in this process, nothing calls it: a worker that ended stays ended, and the model it lent
+    is loaded here."""
     if processes > 1:
-        return _ForkedProcesses(config, config.bind_socket(), processes).run()
+        return _ForkedProcesses(config, config.bind_socket(), processes, watch or (lambda: None)).run()
     server = uvicorn.Server(config)
     with contextlib.suppress(KeyboardInterrupt):
         server.run()
@@ -80,10 +84,11 @@ class _ForkedProcesses:
     """The HTTP processes, forked from this one with the app imported and the port bound. This process
     never runs an event loop or a thread of the app's, so each fork (a replacement too) starts clean."""
 
-    def __init__(self, config: uvicorn.Config, listener: socket.socket, processes: int) -> None:
+    def __init__(self, config: uvicorn.Config, listener: socket.socket, processes: int, watch: Callable[[], None]) -> None:
         self._config = config
         self._listener = listener
         self._processes = processes
+        self._watch_more = watch
         self._pids: set[int] = set()
 
     def run(self) -> int:
@@ -114,6 +119,7 @@ class _ForkedProcesses:
                     return 1
                 log.warning("HTTP process %d ended (exit status %d); starting another", pid, status)
                 self._fork()
+            self._watch_more()
 
     def _ended(self) -> list[tuple[int, int]]:
         ended = []

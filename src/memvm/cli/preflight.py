@@ -9,6 +9,7 @@ first, nor look like a success to systemd, Docker or a script.
 import asyncio
 import logging
 import socket
+from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -45,10 +46,10 @@ def check_port(settings: Settings) -> None:
             ) from None
 
 
-def start_database(settings: Settings) -> DatabaseTarget:
-    """MEMVM_DATABASE_URL, or the embedded server, started (or reused) here."""
+def start_database(settings: Settings, meanwhile: Callable[[], None] | None = None) -> DatabaseTarget:
+    """MEMVM_DATABASE_URL, or the embedded server, started (or reused) here, while `meanwhile` runs."""
     try:
-        return resolve_database(settings)
+        return resolve_database(settings, meanwhile)
     except EmbeddedPostgresError as error:
         raise CannotServe(str(error)) from None
 

@@ -7,6 +7,7 @@ import atexit
 import logging
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from memvm import __version__
@@ -15,6 +16,8 @@ from memvm.config import Settings
 from memvm.processes import configure_logging
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memvm.db.database import DatabaseTarget
 
 log = logging.getLogger("memvm")
@@ -55,17 +58,18 @@ def _run(settings: Settings, target: "DatabaseTarget") -> int:
     """Import the app once, fork the embedding worker and the HTTP processes from this process (they
     share its modules), and serve; the exit status."""
     from memvm.cli import http_processes
+    from memvm.cli.worker import model_socket_path
 
     worker = settings.embedding_worker and settings.embedding_process
-    forks = worker or http_processes.count(settings) > 1
+    forks = _forks(settings)
     if forks:
         http_processes.share_metrics()  # before the app's import brings prometheus-client
-    # With a worker process, the HTTP processes embed nothing.
+    # With a worker process, the HTTP processes embed nothing of the queue's, and borrow its model.
+    model_socket = model_socket_path() if worker else None
     http_settings = settings.model_copy(update={"embedding_worker": False}) if worker else settings
-    app = http_processes.load_app(http_settings, target, forks=forks)
-    if worker:
-        _start_embedding_process(settings, target)
-    return http_processes.serve(app, http_processes.count(settings))
+    app = http_processes.load_app(http_settings.with_model_socket(model_socket), target, forks=forks)
+    watch = _start_embedding_process(settings, target, model_socket) if worker else None
+    return http_processes.serve(app, http_processes.count(settings), watch=watch)
 
 
 def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
@@ -73,7 +77,8 @@ def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
     from memvm.cli import http_processes, preflight
 
     preflight.check_port(settings)
-    target = preflight.start_database(settings)
+    # The app's modules load while the embedded PostgreSQL starts: a start is mostly a wait for it.
+    target = preflight.start_database(settings, meanwhile=lambda: _import_app(settings))
     log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes.count(settings))
     if settings.ui:
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -82,12 +87,33 @@ def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
     return target
 
 
-def _start_embedding_process(settings: Settings, target: "DatabaseTarget") -> None:
-    """`memvm worker` beside the HTTP processes, forked before anything runs an event loop here."""
-    from memvm.cli.worker import fork_worker_process, stop_worker_process
+def _forks(settings: Settings) -> bool:
+    """Whether this process forks others: the embedding worker, or several HTTP processes."""
+    from memvm.cli import http_processes
 
-    worker = fork_worker_process(target.url, settings)
-    atexit.register(stop_worker_process, worker)  # registered after the embedded server's stop: runs before it
+    return (settings.embedding_worker and settings.embedding_process) or http_processes.count(settings) > 1
+
+
+def _import_app(settings: Settings) -> None:
+    """What load_app imports, ahead of it: when this process forks, after share_metrics (the app's
+    import brings prometheus-client) and with the deferred modules, which the forks then share."""
+    from memvm.cli import http_processes
+    from memvm.processes import import_deferred
+
+    if _forks(settings):
+        http_processes.share_metrics()
+        import_deferred()
+    import memvm.main  # noqa: F401
+
+
+def _start_embedding_process(settings: Settings, target: "DatabaseTarget", model_socket: "Path | None") -> Callable[[], None]:
+    """`memvm worker` beside the HTTP processes, forked before anything runs an event loop here; what
+    replaces it when it ends."""
+    from memvm.cli.worker import WorkerProcess
+
+    worker = WorkerProcess(target.url, settings, model_socket)
+    atexit.register(worker.stop)  # registered after the embedded server's stop: runs before it
+    return worker.replace_if_ended
 
 
 def _exit_cleanly(signum: int, frame: object) -> None:

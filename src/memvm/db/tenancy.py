@@ -11,13 +11,18 @@ embedding queue, syncing built-in tools) say so with ALL_ORGANIZATIONS.
 
 A TenantOwned row's ORM identity starts with its organization (db/base.py): `owned` looks one up
 by the rest of its key.
+
+The filter runs before every statement, so it is built to cost little there (see `_scoped`).
 """
 
+import weakref
+from functools import lru_cache
 from typing import Any, Final, TypeVar
 
-from sqlalchemy import event, or_
+from sqlalchemy import Executable, event, or_
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import ORMExecuteState, Session, with_loader_criteria
+from sqlalchemy.orm.util import LoaderCriteriaOption
 
 from memvm.db.base import SharedOrTenantOwned, TenantOwned
 
@@ -67,7 +72,37 @@ def _filter_queries(state: ORMExecuteState) -> None:
     organization_id = organization_of(state.session)
     if organization_id == ALL_ORGANIZATIONS:
         return
-    state.statement = state.statement.options(
+    state.statement = _scoped(state.statement, organization_id)
+
+
+# How many organizations' copies of one statement are kept; past that they are dropped and made again.
+_ORGANIZATIONS_PER_STATEMENT: Final = 64
+# Each statement's copies scoped to an organization, by organization; an entry goes with its statement.
+_scoped_copies: weakref.WeakKeyDictionary[Executable, dict[str, Executable]] = weakref.WeakKeyDictionary()
+
+
+def _scoped(statement: Executable, organization_id: str) -> Executable:
+    """The statement with the organization's criteria. A statement built once (a repository's
+    constant) is scoped once per organization: SQLAlchemy memoizes a statement's cache key, and a
+    fresh copy per execution computed the whole key again. Copies are kept per organization, so
+    one organization's copy never serves another's statement."""
+    copies = _scoped_copies.get(statement)
+    if copies is None:
+        copies = _scoped_copies[statement] = {}
+    scoped = copies.get(organization_id)
+    if scoped is None:
+        if len(copies) >= _ORGANIZATIONS_PER_STATEMENT:
+            copies.clear()
+        scoped = copies[organization_id] = statement.options(*_criteria(organization_id))
+    return scoped
+
+
+@lru_cache(maxsize=1024)
+def _criteria(organization_id: str) -> tuple[LoaderCriteriaOption, LoaderCriteriaOption]:
+    """The options that scope a statement to the organization, built once per organization: building
+    them analyses their lambdas, which cost more than the rest of the filter. Each organization's
+    lambdas capture its own id; SQLAlchemy sends it as a bound parameter of the statement."""
+    return (
         with_loader_criteria(TenantOwned, lambda cls: cls.organization_id == organization_id, include_aliases=True),
         with_loader_criteria(
             SharedOrTenantOwned,
@@ -77,11 +112,17 @@ def _filter_queries(state: ORMExecuteState) -> None:
     )
 
 
+def organization_of_new_rows(session: Session, kind: str) -> str:
+    """The organization a new row of `kind` (a tenant table's model name) is stamped with: the
+    session's. Statements that insert outside the ORM's flush stamp their rows with it."""
+    organization_id = organization_of(session)
+    if organization_id == ALL_ORGANIZATIONS:
+        raise UnscopedSession(f"a new {kind} needs an organization; internal jobs cannot create one")
+    return organization_id
+
+
 @event.listens_for(TenantSession, "before_flush")
 def _stamp_new_rows(session: Session, flush_context: Any, instances: Any) -> None:
     for row in session.new:
         if isinstance(row, TenantOwned | SharedOrTenantOwned) and getattr(row, _KEY, None) is None:
-            organization_id = organization_of(session)
-            if organization_id == ALL_ORGANIZATIONS:
-                raise UnscopedSession(f"a new {type(row).__name__} needs an organization; internal jobs cannot create one")
-            row.organization_id = organization_id
+            row.organization_id = organization_of_new_rows(session, type(row).__name__)

@@ -72,40 +72,22 @@ def default_threads() -> int:
     return max(1, min(2, os.cpu_count() or 1))
 
 
-class LocalMiniLM:
-    """memvm.embeddings.ports.Embedder; loads on first use (once, thread-safe) and embeds in a thread of its own."""
+class _Model:
+    """The checked files, loaded once (thread-safe) into a tokenizer and an inference session."""
 
-    model = MODEL_ID
-    dim = DIM
-
-    def __init__(
-        self,
-        *,
-        model_path: Path | None = None,
-        tokenizer_path: Path = TOKENIZER_FILE,
-        threads: int | None = None,
-        batch_size: int = BATCH_SIZE,
-    ) -> None:
+    def __init__(self, model_path: Path | None, tokenizer_path: Path, threads: int) -> None:
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
-        self._threads = threads or default_threads()
-        self._batch_size = max(1, batch_size)
+        self._threads = threads
         self._lock = threading.Lock()
-        self._session: Any = None
-        self._tokenizer: Any = None
-        # One thread runs every call of embed(): each thread that runs the model keeps memory of its own
-        # for good (malloc's arena, onnxruntime's buffers), about 200 MiB more with asyncio.to_thread's
-        # pool of up to six (bench/README.md), and concurrent calls would only share the same cores.
-        # Its thread starts with the first call, so a process that forks must not embed before it does
-        # (`memvm serve`'s supervisor never embeds).
-        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memvm-embed")
+        self.session: Any = None
+        self.tokenizer: Any = None
 
     def load(self) -> None:
-        """Check and load both files; a no-op once done. Blocking: call it from a thread."""
-        if self._session is not None:
+        if self.session is not None:
             return
         with self._lock:
-            if self._session is not None:
+            if self.session is not None:
                 return
             # Imported here so `import memvm.embeddings` stays cheap for processes that never embed
             # (and an HTTP process starts without them: main.py imports them once it is up).
@@ -132,8 +114,44 @@ class LocalMiniLM:
             # in a process that only ever embeds short queries, too short to trim after.
             _return_freed_memory()
 
-            self._tokenizer = tokenizer
-            self._session = session  # last: it is the "loaded" flag read without the lock
+            self.tokenizer = tokenizer
+            self.session = session  # last: it is the "loaded" flag read without the lock
+
+
+class LocalMiniLM:
+    """memvm.embeddings.ports.Embedder; loads on first use (once, thread-safe) and embeds in a thread of its own."""
+
+    model = MODEL_ID
+    dim = DIM
+
+    def __init__(
+        self,
+        *,
+        model_path: Path | None = None,
+        tokenizer_path: Path = TOKENIZER_FILE,
+        threads: int | None = None,
+        batch_size: int = BATCH_SIZE,
+    ) -> None:
+        self._model = _Model(model_path, tokenizer_path, threads or default_threads())
+        self._batch_size = max(1, batch_size)
+        # One thread runs every call of embed(): each thread that runs the model keeps memory of its own
+        # for good (malloc's arena, onnxruntime's buffers), about 200 MiB more with asyncio.to_thread's
+        # pool of up to six (bench/README.md), and concurrent calls would only share the same cores.
+        # Its thread starts with the first call, so a process that forks must not embed before it does
+        # (`memvm serve`'s supervisor never embeds).
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="memvm-embed")
+
+    def load(self) -> None:
+        """Check and load both files; a no-op once done. Blocking: call it from a thread."""
+        self._model.load()
+
+    def on_another_thread(self) -> LocalMiniLM:
+        """This embedder's model (loaded once, by whichever of the two needs it first) embedding in a
+        thread of its own, so that its callers never wait behind this one's (a worker's queue batch
+        takes seconds). onnxruntime's run() is thread-safe."""
+        other = LocalMiniLM(batch_size=self._batch_size)
+        other._model = self._model
+        return other
 
     async def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if isinstance(texts, str):  # a str is a Sequence[str]: one vector per character is never meant
@@ -148,10 +166,14 @@ class LocalMiniLM:
         POST /v1/embeddings reports as its usage."""
 
         def work() -> tuple[list[list[float]], int]:
-            encodings = self._encode(texts)
-            return self._embed_encodings(encodings).tolist(), sum(len(e.ids) for e in encodings)
+            vectors, tokens = self.embed_sync_counting(texts)
+            return vectors.tolist(), tokens
 
         return await self._in_own_thread(work)
+
+    async def embed_array_counting(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """embed_sync_counting, in this embedder's thread."""
+        return await self._in_own_thread(lambda: self.embed_sync_counting(texts))
 
     async def _in_own_thread(self, work: Callable[[], Result]) -> Result:
         return await asyncio.get_running_loop().run_in_executor(self._thread, work)
@@ -160,9 +182,14 @@ class LocalMiniLM:
         """(len(texts), 384) float32, unit rows. Blocking."""
         return self._embed_encodings(self._encode(texts))
 
+    def embed_sync_counting(self, texts: Sequence[str]) -> tuple[np.ndarray, int]:
+        """embed_sync's vectors, and how many tokens the model read. Blocking."""
+        encodings = self._encode(texts)
+        return self._embed_encodings(encodings), sum(len(e.ids) for e in encodings)
+
     def _encode(self, texts: Sequence[str]) -> list[Any]:
         self.load()
-        return list(self._tokenizer.encode_batch(list(texts)))
+        return list(self._model.tokenizer.encode_batch(list(texts)))
 
     def _embed_encodings(self, encodings: list[Any]) -> np.ndarray:
         import numpy as np
@@ -194,7 +221,7 @@ class LocalMiniLM:
         for r, row in enumerate(rows):
             ids[r, : len(row)] = row
         mask = (np.arange(ids.shape[1]) < np.array([len(row) for row in rows])[:, None]).astype(np.int64)
-        (hidden,) = self._session.run(
+        (hidden,) = self._model.session.run(
             ["last_hidden_state"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         )
         weights = mask[:, :, None].astype(np.float32)

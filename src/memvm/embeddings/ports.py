@@ -17,6 +17,13 @@ class Embedder(Protocol):
         """One L2-normalised vector of `dim` floats per text, in order; [] for no texts."""
 
 
+class CountingEmbedder(Embedder, Protocol):
+    """The local model, in this process or lent by another (model_socket.py)."""
+
+    async def embed_counting(self, texts: Sequence[str]) -> tuple[list[list[float]], int]:
+        """embed's vectors, and how many tokens the model read (what POST /v1/embeddings reports)."""
+
+
 @dataclass(frozen=True)
 class EmbeddingModel:
     """Which model a set of vectors comes from: an archive's, an agent's, or a passage's."""
@@ -46,3 +53,7 @@ class EmbeddingModelError(RuntimeError):
 
 class EmbeddingDimensionMismatch(LLMError):
     """The embedding endpoint returned vectors of another size than configured."""
+
+
+class EmbeddingFailed(LLMError):
+    """The process that holds the local model (`memvm serve`'s worker) could not embed the texts."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import httpx
@@ -10,8 +11,9 @@ import httpx
 from memvm.config import Settings
 from memvm.embeddings.local import MODEL_ID as LOCAL_MODEL_ID
 from memvm.embeddings.local import shared_local_embedder
+from memvm.embeddings.model_socket import ModelSocketClient
 from memvm.embeddings.openai_embedder import DEFAULT_BATCH_SIZE, OpenAIEmbedder
-from memvm.embeddings.ports import Embedder, EmbeddingDimensionMismatch, EmbeddingModel
+from memvm.embeddings.ports import CountingEmbedder, Embedder, EmbeddingDimensionMismatch, EmbeddingModel
 from memvm.errors import InvalidInput
 from memvm.provider import RetryPolicy, Sleep, build_client
 
@@ -35,7 +37,10 @@ class EmbedderRegistry:
         retry: RetryPolicy = RetryPolicy(),
         sleep: Sleep = asyncio.sleep,
         http_client: httpx.AsyncClient | None = None,
+        model_socket: Path | None = None,
     ) -> None:
+        """`model_socket`: where another process lends the local model (model_socket.py); without
+        one, this process loads it."""
         self._base_url = base_url
         self._api_key = api_key
         self._dim = dim
@@ -45,6 +50,7 @@ class EmbedderRegistry:
         self._http_client = http_client
         self._client: openai.AsyncOpenAI | None = None
         self._remote: dict[str, OpenAIEmbedder] = {}
+        self._lent = ModelSocketClient(model_socket) if model_socket is not None else None
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EmbedderRegistry:
@@ -56,11 +62,16 @@ class EmbedderRegistry:
             dim=settings.embedding_dim,
             batch_size=settings.embedding_batch_size,
             retry=RetryPolicy(attempts=settings.llm_attempts, timeout=settings.llm_timeout_seconds),
+            model_socket=settings.model_socket,
         )
+
+    def local_model(self) -> CountingEmbedder:
+        """The local model: lent by another process when this one was given its socket."""
+        return self._lent or shared_local_embedder()
 
     def for_handle(self, handle: str | None) -> Embedder:
         if handle is None or handle.lower() == LOCAL_MODEL_ID.lower():
-            return shared_local_embedder()
+            return self.local_model()
         provider, _, model = handle.partition("/")
         if not provider or not model:
             raise InvalidInput(

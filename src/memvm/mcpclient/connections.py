@@ -2,26 +2,29 @@
 the server's configuration changes. A session that fails (a timeout, a crash, a closed stream, an
 answer that is not MCP) is torn down, and the next use reconnects after a back-off (1 s, doubling,
 at most mcp_retry_max_seconds) during which calls fail at once. Each server has its own state and
-lock: one server's failure never waits on, or blocks, another's."""
+lock: one server's failure never waits on, or blocks, another's.
+
+The SDK's side (sdk.py) is imported on the process's first request, in a thread, so that the event
+loop goes on serving meanwhile."""
 
 import asyncio
+import importlib
 import logging
 import math
+import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
-
-from mcp import types
-from mcp.client.session import ClientSession
-from mcp.shared.exceptions import MCPError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from memvm.config import Settings
-from memvm.mcpclient.link import Link
-from memvm.mcpclient.results import call_result, error_result, remote_tool
-from memvm.mcpclient.transports import transport_for
 from memvm.mcpclient.types import CallResult, McpUnavailable, RemoteTool, ServerConfig
 from memvm.sandbox.runner import Sandbox
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
+
+    from memvm.mcpclient.link import Link
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -34,11 +37,11 @@ class _Server:
 
     fingerprint: str
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    link: Link | None = None
+    link: "Link | None" = None
     failures: int = 0
     retry_at: float = 0.0  # time.monotonic()
     reason: str = ""
-    failed: Link | None = None  # the last link counted as a failure (concurrent requests share one)
+    failed: "Link | None" = None  # the last link counted as a failure (concurrent requests share one)
 
 
 class Connections:
@@ -51,23 +54,24 @@ class Connections:
 
     async def list_tools(self, config: ServerConfig) -> list[RemoteTool]:
         """Every page of tools/list, all under one list timeout."""
-        timeout = self._settings.mcp_list_timeout_seconds
-        tools = await self._request(config, _all_tools, timeout, "tools/list")
-        return [remote_tool(tool) for tool in tools]
+        await _import_sdk()
+        from memvm.mcpclient import sdk
+
+        tools = await self._request(config, sdk.all_tools, self._settings.mcp_list_timeout_seconds, "tools/list")
+        return [sdk.remote_tool(tool) for tool in tools]
 
     async def call_tool(
         self, config: ServerConfig, name: str, arguments: dict[str, Any], timeout: float | None = None
     ) -> CallResult:
-        async def call(session: ClientSession) -> types.CallToolResult:
-            result = await session.call_tool(name, arguments)
-            assert isinstance(result, types.CallToolResult)  # the SDK raises on the other kinds
-            return result
+        await _import_sdk()
+        from memvm.mcpclient import sdk
 
+        call, timeout = sdk.tool_call(name, arguments), timeout or self._settings.mcp_call_timeout_seconds
         try:
-            result = await self._request(config, call, timeout or self._settings.mcp_call_timeout_seconds, "tools/call")
-        except MCPError as error:
-            return error_result(error.message)
-        return call_result(result)
+            result = await self._request(config, call, timeout, "tools/call")
+        except sdk.MCPError as error:
+            return sdk.error_result(error.message)
+        return sdk.call_result(result)
 
     async def forget(self, server_id: str) -> None:
         """The server was deleted or edited: close its session (a stdio server is killed)."""
@@ -80,7 +84,9 @@ class Connections:
         servers, self._servers = list(self._servers.values()), {}
         await asyncio.gather(*(server.link.close() for server in servers if server.link is not None))
 
-    async def _request(self, config: ServerConfig, send: Callable[[ClientSession], Awaitable[T]], timeout: float, what: str) -> T:
+    async def _request(
+        self, config: ServerConfig, send: Callable[["ClientSession"], Awaitable[T]], timeout: float, what: str
+    ) -> T:
         server, link = await self._link(config)
         try:
             return await link.request(send, timeout, what)
@@ -88,7 +94,9 @@ class Connections:
             await self._failed(config, server, link, str(unavailable))
             raise self._unavailable(config, str(unavailable)) from None
 
-    async def _link(self, config: ServerConfig) -> tuple[_Server, Link]:
+    async def _link(self, config: ServerConfig) -> tuple[_Server, "Link"]:
+        from memvm.mcpclient.sdk import Link, transport_for  # imported by the request's _import_sdk
+
         server = await self._server(config)
         async with server.lock:
             if server.link is not None and server.link.alive:
@@ -126,7 +134,7 @@ class Connections:
             await server.link.close()
         return fresh
 
-    async def _failed(self, config: ServerConfig, server: _Server, link: Link, reason: str) -> None:
+    async def _failed(self, config: ServerConfig, server: _Server, link: "Link", reason: str) -> None:
         """Tear the link down; its first failure starts (or lengthens) the back-off."""
         reason = _redacted(reason, config)
         if server.failed is not link:
@@ -154,11 +162,7 @@ def _redacted(reason: str, config: ServerConfig) -> str:
     return reason
 
 
-async def _all_tools(session: ClientSession) -> list[types.Tool]:
-    tools: list[types.Tool] = []
-    cursor: str | None = None
-    while True:
-        page = await session.list_tools(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        tools += page.tools
-        if not (cursor := page.next_cursor):
-            return tools
+async def _import_sdk() -> None:
+    """sdk.py, imported once per process, in a thread: the import takes most of a second of CPU."""
+    if "memvm.mcpclient.sdk" not in sys.modules:
+        await asyncio.to_thread(importlib.import_module, "memvm.mcpclient.sdk")

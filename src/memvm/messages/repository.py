@@ -5,7 +5,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from sqlalchemy import String, cast, func, insert, literal, select, text, update
+from sqlalchemy import Row, String, cast, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
@@ -25,6 +25,21 @@ async def in_context(session: AsyncSession, agent_id: str, conversation_id: str 
         .order_by((Message.kind != "summary"), Message.seq)
     )
     return list(await session.scalars(query))
+
+
+# What the model reads of a message (runtime/loop/conversation.py): rows, not ORM objects, as a turn
+# reads its whole window before each send and building hundreds of objects was most of that read.
+_CHAT_COLUMNS = (Message.kind, Message.role, Message.content, Message.tool_calls, Message.tool_status, Message.tool_call_id)
+
+
+async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
+    """in_context's messages, only what the model reads of them."""
+    query = (
+        select(*_CHAT_COLUMNS)
+        .where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
+        .order_by((Message.kind != "summary"), Message.seq)
+    )
+    return (await session.execute(query)).all()
 
 
 async def all_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:

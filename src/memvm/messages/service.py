@@ -5,6 +5,7 @@ the agent exists."""
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.pagination import PageRequest
@@ -84,6 +85,12 @@ async def in_context(session: AsyncSession, agent_id: str, conversation_id: str 
     """A conversation's context window in order (None: the agent's default one): the running
     summary (if any) first, then by time."""
     return await repository.in_context(session, agent_id, conversation_id)
+
+
+async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
+    """in_context, as rows of only what the model reads (kind, role, content, tool_calls, tool_status,
+    tool_call_id): for a turn, which reads its whole window."""
+    return await repository.chat_window(session, agent_id, conversation_id)
 
 
 async def replace_with_summary(

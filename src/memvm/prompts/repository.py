@@ -4,7 +4,7 @@ the counts of what each agent keeps outside its prompt."""
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import BindParameter, and_, bindparam, exists, func, select
+from sqlalchemy import BindParameter, and_, bindparam, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import (
@@ -16,11 +16,10 @@ from memvm.orm import (
     Block,
     Folder,
     FolderFile,
-    IdentityAgent,
     Message,
     Passage,
-    Run,
 )
+from memvm.orm.agent_links import HAS_IDENTITIES, HAS_RUNS
 
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
@@ -87,12 +86,7 @@ _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AG
 # One agent locked as above, and also whether it has identities and runs: what an attach or detach
 # of a block needs for its recompile and its answer (whose view reads only the relations it has).
 _LOCK_AGENT_WITH_LINKS = (
-    select(
-        Agent,
-        *_outside_counts(),
-        exists().where(IdentityAgent.agent_id == Agent.id),
-        exists().where(Run.agent_id == Agent.id),
-    )
+    select(Agent, *_outside_counts(), HAS_IDENTITIES, HAS_RUNS)
     .where(Agent.id == bindparam("agent_id"))
     .with_for_update(key_share=True, of=Agent)
     .execution_options(populate_existing=True)

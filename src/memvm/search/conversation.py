@@ -4,16 +4,17 @@ of its score to the messages next to it (search/tuning.py). Optionally the full-
 with a few words of the first fusion's best hits (search/feedback.py)."""
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ColumnElement,
     Float,
+    RowMapping,
     Select,
     SmallInteger,
     String,
@@ -37,7 +38,7 @@ from memvm.orm import Message
 from memvm.orm.conversation import in_conversation
 from memvm.search.feedback import FEEDBACK_HITS, FEEDBACK_WEIGHT, HitWords, candidate_words, expansion_words, word_weights
 from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
-from memvm.search.lexical import TermMatch, rank_by_term_rarity
+from memvm.search.lexical import TermMatch, rank_by_term_rarity, with_previous_turns
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
 from memvm.search.vector_index import same_model, vector_search_settings
 from memvm.threads import ANY_CONVERSATION
@@ -56,6 +57,19 @@ class QueryVector:
     model: str
     dim: int
     values: Sequence[float]
+
+
+Side = Literal["before", "after"]
+
+
+@dataclass(frozen=True)
+class Adjacent:
+    """A message's previous and next message in its conversation, and the next one's seq (None at
+    either end)."""
+
+    before: str | None
+    after: str | None
+    after_seq: int | None
 
 
 @dataclass(frozen=True)
@@ -81,9 +95,10 @@ async def search_messages(
 ) -> list[MessageHit]:
     """Best first. Without a query vector, hybrid falls back to full-text alone. The query's lexemes
     and the vector search's settings come from one statement, both rankings from a second (a UNION
-    ALL of their branches), the fused winners from a last; hybrid with neighbours adds one for the
-    messages next to the candidates, and with feedback two (the best hits' words, then the matches
-    of the words it adds)."""
+    ALL of their branches), the fused winners from a last; hybrid with neighbours or context adds one
+    for the messages next to the candidates (context: a turn after one of the best full-text matches
+    also matches its words), and with feedback two (the best hits' words, then the matches of the
+    words it adds)."""
     candidates = max(CANDIDATES, 2 * limit)
     base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
     if exclude_run_id is not None:
@@ -98,14 +113,23 @@ async def search_messages(
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
     vector_ids = [row.id for row in sorted((r for r in rows if r.term == VECTOR_BRANCH), key=lambda r: r.distance)]
+    weights: dict[int, float] = {}
     if mode == "hybrid" and tuning.feedback_terms > 0 and fts_ids:
         first = reciprocal_rank_fusion(fts_ids, vector_ids, limit=FEEDBACK_HITS, k=tuning.rrf_k)
         lent, weights = await _feedback(session, base, lexemes, [f.id for f in first], tuning.feedback_terms, candidates)
-        fts_ids = rank_by_term_rarity([*matches, *lent], window=candidates, limit=candidates, weights=weights)
+        matches = [*matches, *lent]
+        fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates, weights=weights)
+    adjacent: dict[str, Adjacent] = {}
+    if mode == "hybrid" and (tuning.neighbour_weight > 0 or tuning.context_weight > 0):
+        # One statement serves both: the candidates' neighbours, and so the next turn of each of the
+        # best full-text matches, the only ones whose words can lift a turn into the candidates.
+        adjacent = await _adjacent_messages(session, base, list(dict.fromkeys([*fts_ids, *vector_ids])))
+        if tuning.context_weight > 0:
+            matches = with_previous_turns(matches, _next_turns(adjacent), weight=tuning.context_weight)
+            fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates, weights=weights)
     if mode == "hybrid" and tuning.neighbour_weight > 0:
-        candidates_fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=len(rows), k=tuning.rrf_k)
-        neighbours = await _neighbours(session, base, [f.id for f in candidates_fused])
-        fused = lend_to_neighbours(candidates_fused, neighbours, weight=tuning.neighbour_weight, limit=limit)
+        candidates_fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=len(fts_ids) + len(vector_ids), k=tuning.rrf_k)
+        fused = lend_to_neighbours(candidates_fused, _neighbours(adjacent), weight=tuning.neighbour_weight, limit=limit)
     else:
         fused = reciprocal_rank_fusion(fts_ids, vector_ids, limit=limit, k=tuning.rrf_k)
     found = {m.id: m for m in await session.scalars(select(Message).where(Message.id.in_([f.id for f in fused])))}
@@ -219,36 +243,54 @@ def _vector_branch(base: Select[*tuple[Any, ...]], vector: QueryVector, limit: i
 _HIT = aliased(Message, name="hit")
 
 
-async def _neighbours(session: AsyncSession, base: Select[*tuple[Any, ...]], ids: Sequence[str]) -> dict[str, list[str]]:
+async def _adjacent_messages(session: AsyncSession, base: Select[*tuple[Any, ...]], ids: Sequence[str]) -> dict[str, Adjacent]:
     """Each message's previous and next message in its agent's conversation, among those the search
-    may return (`base`'s filters): two short index walks per message. A neighbour of another
+    may return (`base`'s filters): a short index walk per message and side. A neighbour of another
     conversation is dropped here rather than skipped in SQL: PostgreSQL misjudges how selective a
     correlated conversation test is and then reads all of the agent's earlier rows for each hit."""
     if not ids:
         return {}
-    before, after = _adjacent(base, _HIT, earlier=True), _adjacent(base, _HIT, earlier=False)
-    pairs = select(
-        _HIT.id,
-        _HIT.conversation_id,
-        before.c.id.label("before"),
-        before.c.conversation_id.label("before_in"),
-        after.c.id.label("after"),
-        after.c.conversation_id.label("after_in"),
-    ).select_from(_HIT)
+    nearest = {side: _adjacent(base, _HIT, earlier=side == "before") for side in get_args(Side)}
+    columns: list[Any] = [_HIT.id, _HIT.conversation_id]
+    for side, near in nearest.items():
+        columns += [near.c.id.label(side), near.c.conversation_id.label(f"{side}_in"), near.c.seq.label(f"{side}_seq")]
+    statement = select(*columns).select_from(_HIT)
+    for near in nearest.values():
+        statement = statement.outerjoin(near, true())
     # One array parameter, not an IN list: the statement's text (and so its prepared plan) stays the same.
     ids_param = bindparam("neighbours_of", list(ids), type_=ARRAY(String))
-    pairs = pairs.outerjoin(before, true()).outerjoin(after, true()).where(_HIT.id == any_(ids_param))
     return {
-        row.id: [
-            neighbour
-            for neighbour, conversation in ((row.before, row.before_in), (row.after, row.after_in))
-            if neighbour is not None and conversation == row.conversation_id
-        ]
-        for row in await session.execute(pairs)
+        row.id: Adjacent(_beside(row._mapping, "before")[0], *_beside(row._mapping, "after"))
+        for row in await session.execute(statement.where(_HIT.id == any_(ids_param)))
     }
+
+
+def _beside(row: RowMapping, side: Side) -> tuple[str | None, int | None]:
+    """The message on `side` of the row's and its seq, if it is in the same conversation."""
+    if row[side] is None or row[f"{side}_in"] != row["conversation_id"]:
+        return None, None
+    return row[side], row[f"{side}_seq"]
+
+
+def _neighbours(adjacent: Mapping[str, Adjacent]) -> dict[str, list[str]]:
+    """Each message's neighbours, both ways: a turn that joined the candidates only through context
+    was not looked up, but it is known to follow the match that lent it its words."""
+    neighbours: dict[str, list[str]] = {}
+    for i, a in adjacent.items():
+        for n in (a.before, a.after):
+            if n is not None:
+                neighbours.setdefault(i, []).append(n)
+                neighbours.setdefault(n, []).append(i)
+    return neighbours
+
+
+def _next_turns(adjacent: Mapping[str, Adjacent]) -> dict[str, tuple[str, int]]:
+    return {i: (a.after, a.after_seq) for i, a in adjacent.items() if a.after is not None and a.after_seq is not None}
 
 
 def _adjacent(base: Select[*tuple[Any, ...]], hit: Any, *, earlier: bool) -> Any:
     side, order = (Message.seq < hit.seq, Message.seq.desc()) if earlier else (Message.seq > hit.seq, Message.seq.asc())
-    nearest = base.with_only_columns(Message.id, Message.conversation_id).where(Message.agent_id == hit.agent_id, side)
+    nearest = base.with_only_columns(Message.id, Message.conversation_id, Message.seq).where(
+        Message.agent_id == hit.agent_id, side
+    )
     return nearest.order_by(order).limit(1).lateral()

@@ -3,11 +3,12 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, func, or_, select
-from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy import Select, String, bindparam, delete, func, or_, select
+from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
+from memvm.db.tenancy import organization_of
 from memvm.orm import AgentTool, Tool
 
 _BUILTIN_REFRESHED = ("description", "json_schema", "tool_type", "search_text")
@@ -71,6 +72,36 @@ async def of_mcp_server(session: AsyncSession, server_id: str) -> list[Tool]:
 
 async def by_names(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
     return list(await session.scalars(select(Tool).where(Tool.name.in_(names))))
+
+
+_NAMES = bindparam("names", type_=ARRAY(Tool.name.type))
+_IDS = bindparam("ids", type_=ARRAY(Tool.id.type))
+# The names' order, then the ids': a tool named and also given by id is linked once, where its name puts it.
+_BY_NAME = func.array_position(_NAMES, Tool.name)
+_CHOSEN_ORDER = func.coalesce(_BY_NAME, func.cardinality(_NAMES) + func.array_position(_IDS, Tool.id))
+_CHOSEN = (
+    select(bindparam("organization_id", type_=String), bindparam("agent_id", type_=String), Tool.id)
+    .where(or_(Tool.name == func.any(_NAMES), Tool.id == func.any(_IDS)))
+    .order_by(_CHOSEN_ORDER)
+)
+_LINKED = (
+    insert(AgentTool)
+    .from_select([AgentTool.organization_id, AgentTool.agent_id, AgentTool.tool_id], _CHOSEN)
+    .returning(AgentTool.tool_id, AgentTool.position)
+    .cte("linked")
+)
+_LINK_CHOSEN = select(Tool).join(_LINKED, _LINKED.c.tool_id == Tool.id).order_by(_LINKED.c.position)
+
+
+async def link_chosen(session: AsyncSession, agent_id: str, names: Sequence[str], ids: Sequence[str]) -> list[Tool]:
+    """Link the tools with these names, then those with these ids, to the agent, in that order, and
+    return them in it: one statement, the INSERT … SELECT in a CTE. A name or id matching no tool is
+    left out (the caller compares). The statement is a SELECT, so the session scopes the tools it
+    picks to the organization (db/tenancy.py); the links it inserts are stamped with it here, as no
+    flush sees them."""
+    organization_id = organization_of(session.sync_session)
+    parameters = {"organization_id": organization_id, "agent_id": agent_id, "names": list(names), "ids": list(ids)}
+    return list(await session.scalars(_LINK_CHOSEN, parameters))
 
 
 _OF_AGENTS = (  # read on every agent view and turn: built once, with bound parameters

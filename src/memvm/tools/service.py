@@ -1,7 +1,7 @@
 """Tools as stored rows: the built-ins are synced at start-up and shared read-only; custom tools
 belong to one organization and are made from Python source; agents attach and detach them."""
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -212,18 +212,26 @@ def _schema(source_code: str, given: dict[str, Any] | None) -> dict[str, Any]:
 async def get_tool(session: AsyncSession, tool_id: str) -> Tool:
     tool = await repository.get(session, tool_id)
     if tool is None:
-        raise NotFound(f"Tool {tool_id!r} not found.")
+        raise _tool_not_found(tool_id)
     return tool
+
+
+def _tool_not_found(tool_id: str) -> NotFound:
+    return NotFound(f"Tool {tool_id!r} not found.")
 
 
 async def tools_by_name(session: AsyncSession, names: Sequence[str]) -> list[Tool]:
     """The tools `names` names, in that order; a name that is neither built-in nor the organization's is a 400."""
     found = await tools_named(session, names)
+    _check_names_found(names, found.keys())
+    return [found[name] for name in names]
+
+
+def _check_names_found(names: Sequence[str], found: Collection[str]) -> None:
     missing = [name for name in names if name not in found]
     if missing:
         known = ", ".join(sorted(BUILTIN_SPECS))
         raise InvalidInput(f"Tools not found by name: {', '.join(missing)}. Available tools: {known}.")
-    return [found[name] for name in names]
 
 
 async def tools_named(session: AsyncSession, names: Sequence[str]) -> dict[str, Tool]:
@@ -247,14 +255,29 @@ async def tools_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> di
     return await repository.of_agents(session, agent_ids)
 
 
-async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool], *, new_agent: bool = False) -> None:
-    """Attach in order, skipping tools already attached (an agent being created has none to read)."""
-    attached = set() if new_agent else {tool.id for tool in await agent_tools(session, agent_id)}
+async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool]) -> None:
+    """Attach in order, skipping tools already attached."""
+    attached = {tool.id for tool in await agent_tools(session, agent_id)}
     for tool in tools:
         if tool.id not in attached:
             session.add(AgentTool(agent_id=agent_id, tool_id=tool.id))
             attached.add(tool.id)
     await session.flush()  # one multi-row INSERT; `position` follows the order added (as for blocks)
+
+
+async def attach_to_new_agent(session: AsyncSession, agent_id: str, names: Sequence[str], tool_ids: Sequence[str]) -> list[Tool]:
+    """Attach to an agent being created (it has no tools yet) the tools `names` names, then those
+    with `tool_ids`, each once and in that order, in one statement; returns them in it. An unknown
+    name is a 400 and an unknown id a 404, as `tools_by_name` and `get_tool` answer them: the
+    caller's transaction takes the links back."""
+    if not names and not tool_ids:
+        return []
+    linked = await repository.link_chosen(session, agent_id, names, tool_ids)
+    _check_names_found(names, {tool.name for tool in linked})
+    linked_ids = {tool.id for tool in linked}
+    if missing := next((tool_id for tool_id in tool_ids if tool_id not in linked_ids), None):
+        raise _tool_not_found(missing)
+    return linked
 
 
 async def attach_builtins(session: AsyncSession, agent_id: str, names: Sequence[str]) -> None:

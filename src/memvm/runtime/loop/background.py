@@ -12,7 +12,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import httpx
-from sqlalchemy.ext.asyncio import AsyncConnection
 
 from memvm.actors import Caller
 from memvm.agents import service as agents
@@ -30,9 +29,9 @@ from memvm.runs import service as runs
 from memvm.runs.schemas import ACTIVE_STATUSES, RunRead, status_after
 from memvm.runtime.loop.approvals import answers_to_pending
 from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.loop.run_claims import run_claimed
 from memvm.runtime.loop.run_end import when_reachable
 from memvm.runtime.loop.send import send
-from memvm.runtime.loop.turn_lock import claim_run, run_claimed
 
 log = logging.getLogger(__name__)
 CALLBACK_ATTEMPTS = 3
@@ -44,8 +43,8 @@ async def start_background(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, re
     lock. A send that waiting tool calls refuse is refused here, before anything is queued. This
     process claims the run before storing it and holds the claim until the run has ended."""
     run_id = new_id("run")
-    claim = await claim_run(deps.lock_engine, run_id)
     try:
+        await deps.run_claims.claim(run_id)
         async with transaction(deps.sessionmaker, caller.organization_id) as session:
             thread = await conversations.open_thread(session, ref, for_write=True)
             answers_to_pending(thread, request)
@@ -53,19 +52,17 @@ async def start_background(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, re
             agent_id, conversation_id = thread.agent.id, thread.conversation_id
             run = await runs.queue_run(session, run_id, agent_id, conversation_id, request_config=config, callback_url=callback)
     except BaseException:
-        await asyncio.shield(claim.close())
+        await deps.run_claims.release(run_id)
         raise
-    deps.in_background(_run(deps, caller, ref, request, run.id, claim))
+    deps.in_background(_run(deps, caller, ref, request, run.id))
     return run
 
 
-async def _run(
-    deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest, run_id: str, claim: AsyncConnection
-) -> None:
+async def _run(deps: RuntimeDeps, caller: Caller, ref: ThreadRef, request: SendRequest, run_id: str) -> None:
     try:
         await _turn(deps, caller, ref, request, run_id)
     finally:
-        await asyncio.shield(claim.close())  # the run has ended (or this process is stopping)
+        await deps.run_claims.release(run_id)  # the run has ended (or this process is stopping)
     if request.callback_url:
         await _call_back(deps, caller, run_id, request.callback_url)
 

@@ -14,6 +14,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.mcpclient.connections import Connections
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.models import ModelSource, ProviderModels
+from memvm.runtime.loop.run_claims import RunClaims
 from memvm.runtime.loop.turn_lock import turn_lock
 from memvm.runtime.tools.web import WebTools
 from memvm.sandbox.runner import Sandbox
@@ -22,7 +23,7 @@ from memvm.sandbox.runner import Sandbox
 @dataclass(frozen=True)
 class RuntimeDeps:
     sessionmaker: async_sessionmaker[AsyncSession]
-    lock_engine: AsyncEngine  # unpooled: run claims and LISTEN (turn_lock.py, cancel.py)
+    lock_engine: AsyncEngine  # unpooled: LISTEN and asking whether a run is claimed (cancel.py, run_claims.py)
     turn_lock_engine: AsyncEngine  # pooled: the agents' turn locks
     models: ModelSource
     embedders: EmbedderRegistry
@@ -30,6 +31,7 @@ class RuntimeDeps:
     sandbox: Sandbox  # runs custom tools
     mcp: Connections  # this process's sessions to MCP servers
     cancels: CancelSignals  # cancel requests of the runs this process runs
+    run_claims: RunClaims  # this process's background runs, claimed on one connection
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     # Set after a file is uploaded, so the file worker parses it at once.

@@ -45,7 +45,7 @@ from memvm.runtime.loop.approvals import (
     without,
 )
 from memvm.runtime.loop.compaction import CompactionError, check_fixed_part, compact
-from memvm.runtime.loop.conversation import to_chat_all
+from memvm.runtime.loop.conversation import ChatHistory
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.loop.model_call import RunCancelled
 from memvm.runtime.loop.models import AgentModel, resolve_model
@@ -80,13 +80,14 @@ class Turn:
     request: SendRequest
     system_prompt: str
     tool_specs: list[ToolSpec]
-    history: list[ChatMessage]
+    history: ChatHistory
     pending_inputs: list[MessageCreate]
     custom_calls: CustomCalls
     track: RuleTrack
     waiting: Waiting  # which calls stop the turn for the client
     answers: dict[str, Answer] | None = None  # the client's answers to what the agent waits on
     offered_specs: list[ToolSpec] = field(default_factory=list)  # this step's tools, after the rules
+    offered_tokens: int = 0  # their estimate
     meter: StepMeter = field(default_factory=lambda: StepMeter(None))  # this step's row
     failed_step: Step | None = None  # a model call that failed: recorded when the run finishes
     clock: RunClock = field(default_factory=RunClock)
@@ -120,7 +121,7 @@ class Turn:
             agent_model = resolve_model(agent, deps.models, deps.settings, thread.conversation)
             attached = await tools.agent_tools(session, agent.id)
             mcp = await mcp_calls(session, deps.mcp, deps.sessionmaker, attached, deps.settings.mcp_call_timeout_seconds)
-            window = await messages.in_context(session, agent.id, conversation_id)
+            window = await messages.chat_window(session, agent.id, conversation_id)
             system_prompt = await conversations.system_prompt(session, thread)
             await runs.fail_orphans(session, agent.id, conversation_id)  # we hold the turn lock: none of its runs runs
             run = await runs.start_run(session, agent.id, conversation_id, request_config=request.run_config(), run_id=run_id)
@@ -140,7 +141,7 @@ class Turn:
             answers=answers,
             cancelled=deps.cancels.watch(run.id),
             lock_lost=lock_lost or asyncio.Event(),
-            history=to_chat_all(window),
+            history=ChatHistory.of(window),
             pending_inputs=request.input_messages(),
             custom_calls=outside_calls(deps, agent, offer.custom, offer.mcp, mcp),
             embedding=EmbeddingModel.of(embedder),
@@ -188,6 +189,7 @@ class Turn:
         completion = None
         offered = set(self.track.offered())
         self.offered_specs = [spec for spec in self.tool_specs if spec.name in offered]
+        self.offered_tokens = estimate_tools(self.offered_specs)
         self.meter = StepMeter(self.agent.model or self.deps.settings.default_model or self.agent_model.name)
         try:
             await self._make_room()
@@ -230,20 +232,23 @@ class Turn:
         yield StepEnd(stop_reason)
 
     def _model_request(self) -> ModelRequest:
-        pending = [ChatMessage(message.role, message.text) for message in self.pending_inputs]
         tool_choice: Literal["auto", "required"] | None = None
         if self.offered_specs:
             tool_choice = "required" if self.agent.agent_type in HEARTBEAT_AGENT_TYPES else "auto"
         return ModelRequest(
             model=self.agent_model.name,
-            messages=[ChatMessage("system", self.system_prompt), *self.history, *pending],
+            messages=[ChatMessage("system", self.system_prompt), *self.history.messages, *self._pending()],
             tools=self.offered_specs,
             tool_choice=tool_choice,
         )
 
+    def _pending(self) -> list[ChatMessage]:
+        return [ChatMessage(message.role, message.text) for message in self.pending_inputs]
+
     def _estimate_prompt(self) -> int:
-        request = self._model_request()
-        return sum(estimate_message(m) for m in request.messages) + estimate_tools(list(request.tools))
+        """The model request's estimate, the history's part kept as it grows (ChatHistory)."""
+        around = [ChatMessage("system", self.system_prompt), *self._pending()]
+        return self.history.tokens + sum(estimate_message(m) for m in around) + self.offered_tokens
 
     async def _make_room(self) -> None:
         """Compact before the call when the prompt would pass the trigger share of the window."""
@@ -254,7 +259,7 @@ class Turn:
         check_fixed_part(self.system_prompt, self.tool_specs, self.agent_model.context_window)
         compacted = await compact(self.deps.sessionmaker, self.agent.organization_id, self.thread, self.agent_model, force=force)
         if compacted is not None:
-            self.history = to_chat_all(compacted.window)
+            self.history = ChatHistory.of(compacted.window)
         self.last_prompt_tokens = 0
 
     async def _after_overflow(self, overflow: ContextWindowExceeded) -> StepEnd:
@@ -342,7 +347,7 @@ class Turn:
         self.streamed_message_id = None
         self.pending_inputs = []
         self.answers = None
-        self.history.extend(to_chat_all(stored))
+        self.history.extend(stored)
         return shown, stop_reason
 
     async def _conclude(

@@ -13,14 +13,14 @@ process is already sending to waits in line in memory (_first_in_line), holding 
 sends piled up on one busy conversation cannot take the connections other conversations need.
 
 None of these waits can deadlock. A turn-lock connection is taken holding no session connection
-(routes and background runs take the lock first, holding at most a run's claim, which is unpooled) and
+(routes and background runs take the lock first, holding at most a run's claim, on a connection of its own) and
 no other turn-lock connection (a turn never starts another); session connections are taken by turns
 and requests that never wait for a turn-lock connection before they give them back; a send in line
 holds nothing, and the one ahead of it waits on nothing a waiter holds. So every wait is for something
 whose holder is running.
 
-A background run's claim is held on an unpooled connection until the run has ended, so a run still
-`created` whose claim is free was queued by a process that is gone.
+A background run's claim is held on this process's claims connection until the run has ended
+(run_claims.py); taking or releasing one waits only for other claims' statements.
 """
 
 import asyncio
@@ -38,7 +38,6 @@ from memvm import metrics
 from memvm.errors import Busy, Overloaded
 
 _TURN_LOCK_CLASS = 0x6D76  # namespaces our keys among other advisory-lock users
-RUN_CLAIM_CLASS = 0x6D77
 _LOCK_NOT_AVAILABLE = "55P03"
 # One round trip: the FROM subquery (volatile, so never flattened) sets the wait limit before the
 # lock is requested. lock_timeout 0 would mean "wait forever"; 1 ms is the shortest real wait.
@@ -183,26 +182,3 @@ class _Held:
         if not keep:
             await connection.invalidate()
         await connection.close()
-
-
-async def claim_run(lock_engine: AsyncEngine, run_id: str) -> AsyncConnection:
-    """A dedicated connection holding the run's claim; close it (shielded) once the run has ended.
-    Take it before the run is stored, so no stored `created` run is ever unclaimed while its process lives."""
-    connection = await lock_engine.connect()
-    try:
-        connection = await connection.execution_options(isolation_level="AUTOCOMMIT")
-        await connection.execute(select(func.pg_advisory_lock(RUN_CLAIM_CLASS, func.hashtext(run_id))))
-    except BaseException:
-        await asyncio.shield(connection.close())
-        raise
-    return connection
-
-
-async def run_claimed(lock_engine: AsyncEngine, run_id: str) -> bool:
-    """Whether a live process holds the run's claim."""
-    connection = await lock_engine.connect()
-    try:
-        free = await connection.scalar(select(func.pg_try_advisory_lock(RUN_CLAIM_CLASS, func.hashtext(run_id))))
-        return not free
-    finally:
-        await asyncio.shield(connection.close())  # releases the claim if we took it
