@@ -35,10 +35,6 @@ WATCH_SECONDS = 0.5  # how soon a dead HTTP process is replaced
 STOP_GRACE_SECONDS = 30.0  # for the requests in flight, then SIGKILL
 
 
-def count(settings: Settings) -> int:
-    return settings.http_processes
-
-
 def share_metrics() -> None:
     """Every process of this server (the HTTP ones and the embedding worker) writes its metrics into
     one temporary directory, and GET /metrics sums them (prometheus-client's multi-process mode).

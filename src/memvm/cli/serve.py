@@ -69,17 +69,17 @@ def _run(settings: Settings, target: "DatabaseTarget") -> int:
     http_settings = settings.model_copy(update={"embedding_worker": False}) if worker else settings
     app = http_processes.load_app(http_settings.with_model_socket(model_socket), target, forks=forks)
     watch = _start_embedding_process(settings, target, model_socket) if worker else None
-    return http_processes.serve(app, http_processes.count(settings), watch=watch)
+    return http_processes.serve(app, settings.http_processes, watch=watch)
 
 
 def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
     """Everything that can keep the server from serving, before anything listens (preflight.py)."""
-    from memvm.cli import http_processes, preflight
+    from memvm.cli import preflight
 
     preflight.check_port(settings)
     # The app's modules load while the embedded PostgreSQL starts: a start is mostly a wait for it.
     target = preflight.start_database(settings, meanwhile=lambda: _import_app(settings))
-    log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, http_processes.count(settings))
+    log.info("memvm %s using %s, %d HTTP process(es)", __version__, target.description, settings.http_processes)
     if settings.ui:
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
         log.info("operator console: http://%s:%d/ui/ (MEMVM_UI=false turns it off)", host, settings.port)
@@ -89,9 +89,7 @@ def _prepare_to_serve(settings: Settings) -> "DatabaseTarget":
 
 def _forks(settings: Settings) -> bool:
     """Whether this process forks others: the embedding worker, or several HTTP processes."""
-    from memvm.cli import http_processes
-
-    return (settings.embedding_worker and settings.embedding_process) or http_processes.count(settings) > 1
+    return (settings.embedding_worker and settings.embedding_process) or settings.http_processes > 1
 
 
 def _import_app(settings: Settings) -> None:

@@ -3,9 +3,9 @@
 import json
 from collections.abc import Sequence
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Row, String, cast, func, insert, literal, select, text, update
+from sqlalchemy import Row, Select, String, cast, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
@@ -19,12 +19,16 @@ _in_conversation = partial(in_conversation, Message.conversation_id)  # threads.
 
 async def in_context(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:
     """The conversation's context window in order: the running summary (if any) first, then by time."""
-    query = (
-        select(Message)
-        .where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
-        .order_by((Message.kind != "summary"), Message.seq)
-    )
-    return list(await session.scalars(query))
+    return list(await session.scalars(_window(select(Message), agent_id, conversation_id)))
+
+
+_Query = TypeVar("_Query", bound=Select[Any])
+
+
+def _window(query: _Query, agent_id: str, conversation_id: str | None) -> _Query:
+    """`query` over the conversation's context window, in its order."""
+    in_window = query.where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
+    return in_window.order_by((Message.kind != "summary"), Message.seq)
 
 
 # What the model reads of a message (runtime/loop/conversation.py): rows, not ORM objects, as a turn
@@ -34,12 +38,7 @@ _CHAT_COLUMNS = (Message.kind, Message.role, Message.content, Message.tool_calls
 
 async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
     """in_context's messages, only what the model reads of them."""
-    query = (
-        select(*_CHAT_COLUMNS)
-        .where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
-        .order_by((Message.kind != "summary"), Message.seq)
-    )
-    return (await session.execute(query)).all()
+    return (await session.execute(_window(select(*_CHAT_COLUMNS), agent_id, conversation_id))).all()
 
 
 async def all_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:
