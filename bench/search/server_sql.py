@@ -59,10 +59,9 @@ class _Capture:
 def _compiled(statement, params: dict[str, Any] | None = None) -> Compiled:
     from sqlalchemy.dialects.postgresql import asyncpg as pg_asyncpg
 
-    if params:
-        statement = statement.bindparams(**params) if hasattr(statement, "bindparams") else statement.params(**params)
-    c = statement.compile(dialect=pg_asyncpg.dialect(), compile_kwargs={"render_postcompile": True})
-    return str(c), list(c.positiontup or []), dict(c.params)
+    # The parameters go in at execution, as the server passes them (lists expanded for IN).
+    expanded = statement.compile(dialect=pg_asyncpg.dialect()).construct_expanded_state(params)
+    return expanded.statement, list(expanded.positiontup or []), dict(expanded.parameters)
 
 
 def _is_setting(sql: str) -> bool:
@@ -114,7 +113,7 @@ async def archival_sql(conn: asyncpg.Connection, archive_id: str, top_k: int, ta
     from memvm.search import passages
 
     search = passages.PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=_MARKER, top_k=top_k, tags=tags)
-    count_sql, count_names, count_params = _compiled(search.index_pays_statement(top_k))
+    count_sql, count_names, count_params = _compiled(search.index_pays_statement(), search.parameters(top_k))
     async with conn.transaction():
         await conn.execute("SET LOCAL enable_seqscan = off")
         index_pays = bool(await conn.fetchval(count_sql, *[count_params[n] for n in count_names]))

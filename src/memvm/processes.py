@@ -86,3 +86,17 @@ def import_deferred_in_background() -> threading.Thread:
     thread = threading.Thread(target=import_deferred, name="memvm-deferred-imports", daemon=True)
     thread.start()
     return thread
+
+
+# Optional parts that libraries import whenever the packages they need happen to be installed (as a
+# developer's tools install them), and that no memvm process uses: httpx's command-line client (rich,
+# pygments: about a tenth of a second of a start) and mako's highlighting of template errors
+# (pygments, through alembic). Each library falls back to its plain form when the import fails.
+_UNUSED_EXTRAS = ("httpx._main", "mako.ext.pygmentplugin")
+
+
+def skip_unused_extras() -> None:
+    """Before anything imports httpx or alembic: their optional parts above are then never loaded
+    (a None in sys.modules makes an import of that name fail at once)."""
+    for name in _UNUSED_EXTRAS:
+        sys.modules.setdefault(name, None)  # type: ignore[arg-type]

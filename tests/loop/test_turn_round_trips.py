@@ -131,10 +131,13 @@ async def test_reading_an_agent_without_blocks_takes_as_many_statements_and_answ
 
 
 async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_blocks_once(settings, db):
-    # Block locked, agent locked with its counts and links, its blocks, the link, its prompt, its
-    # tools: the view reuses the blocks the recompile read and skips the relations it has none of.
+    # Block locked; agent locked with its counts, its passages' tags and its links; its blocks; the
+    # link written with its new prompt; its tools. The view reuses the blocks the recompile read and
+    # skips the relations it has none of. Detaching takes no block lock.
     async with quiet_client(settings) as (client, engine):
         agent = await create_agent(client, **MODEL)
+        passage = {"text": "Bob drinks tea at noon.", "tags": ["habits"]}
+        assert (await client.post(f"/v1/agents/{agent['id']}/archival-memory", json=passage)).status_code == 200
         block = (await client.post("/v1/blocks/", json={"label": "notes", "value": "Likes tea."})).json()
         url = f"/v1/agents/{agent['id']}/core-memory/blocks"
         with counted(engine) as attaching:
@@ -145,12 +148,16 @@ async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_
             detached = await client.patch(f"{url}/detach/{block['id']}")
         without_block = (await client.get(f"/v1/agents/{agent['id']}")).json()
         prompt_without = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+        recompiled = await compiled_prompt(client, agent["id"])
 
-    assert (attaching.transactions, attaching.statements) == (1, 6), attaching.sql
-    assert (detaching.transactions, detaching.statements) == (1, 5), detaching.sql
+    assert (attaching.transactions, attaching.statements) == (1, 5), attaching.sql
+    assert (detaching.transactions, detaching.statements) == (1, 4), detaching.sql
     assert attached.json() == with_block and detached.json() == without_block
     assert [b["label"] for b in with_block["memory"]["blocks"]] == ["human", "persona", "notes"]
     assert "Likes tea." in prompt_with and "Likes tea." not in prompt_without
+    assert "habits" in prompt_with and "habits" in prompt_without
+    # What was stored is what a recompile at the same timestamp makes of the agent.
+    assert prompt_without == recompiled
 
 
 async def test_listing_agents_reads_only_the_relations_some_listed_agent_has(settings, llm):

@@ -3,7 +3,12 @@ query's) is returned when search_archival_hybrid is on, not with it off; the fil
 full-text ranking as they bind the vector one."""
 
 import random
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy.engine import Engine
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
@@ -11,6 +16,7 @@ from memvm.ids import new_id
 from memvm.search.passages import PassageSearch, search_passages
 from memvm.search.tuning import SearchTuning
 from tests.search.test_vector_index import DIM, MODEL, insert_archive, unit_vector
+from tests.support.events import listening
 
 OLD, NEW = datetime(2020, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, tzinfo=UTC)
 QUERY = "what did Zanzibar say"
@@ -71,3 +77,30 @@ async def test_tags_and_dates_filter_the_full_text_matches(db, sessionmaker):
 def test_the_deployment_setting_reaches_the_tuning(settings):
     assert SearchTuning.of(settings).archival_hybrid is True
     assert SearchTuning.of(settings.model_copy(update={"search_archival_hybrid": False})).archival_hybrid is False
+
+
+@contextmanager
+def sent_statements() -> Iterator[list[tuple[str, Sequence[Any]]]]:
+    """Each statement this process sends while the block runs, with its parameters as the driver gets them."""
+    sent: list[tuple[str, Sequence[Any]]] = []
+
+    def record(conn: Any, cursor: Any, statement: str, parameters: Sequence[Any], *args: Any) -> None:
+        sent.append((statement, parameters))
+
+    with listening(Engine, ("before_cursor_execute", record)):
+        yield sent
+
+
+async def test_a_hybrid_search_takes_three_statements_and_sends_the_query_vector_once(db, sessionmaker):
+    archive_id, query_vector = await seed(db)
+    as_text = str(query_vector).replace(" ", "")
+
+    with sent_statements() as sent:
+        found = await found_texts(sessionmaker, archive_id, query_vector)
+
+    vectors = [value for _, parameters in sent for value in parameters if value == as_text]
+    assert "Zanzibar joined the team" in found
+    # Two lexemes (zanzibar, say): the vector branch and each lexeme's branch compare with one parameter.
+    assert len(vectors) == 1
+    # The settings ride with the lexemes; then whether the index pays, then the search.
+    assert len(sent) == 3 and "set_config" in sent[0][0] and "to_tsvector" in sent[0][0]

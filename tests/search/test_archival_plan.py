@@ -72,7 +72,9 @@ async def planned(session, search: PassageSearch) -> str:
     """EXPLAIN of the statement search_passages runs for a vector-only search."""
     await prefer_vector_index(session, search.top_k)
     indexed = await index_pays(session, search, search.top_k)
-    return "\n".join((await session.execute(Explain(search.statement(indexed=indexed)))).scalars())
+    return "\n".join(
+        (await session.execute(Explain(search.statement(indexed=indexed)), search.parameters(search.top_k))).scalars()
+    )
 
 
 async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keeps_the_exact_top_k(db, sessionmaker):
@@ -86,7 +88,7 @@ async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keep
         # index scan must go on well past its first ef_search (100) passages to fill top_k
         found = await search_passages(session, third)
         await session.execute(text("SET LOCAL enable_indexscan = off"))
-        exact = list(await session.execute(third.statement(indexed=False)))
+        exact = list(await session.execute(third.statement(indexed=False), third.parameters(third.top_k)))
 
     assert "ix_passage_embedding_1536" in whole, whole
     assert "ix_passage_embedding_1536" not in rare, rare  # 16 passages: reading them beats the index

@@ -88,7 +88,8 @@ async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessio
         # seq-scan penalty the planner would read all 3,000 rows here)
         await prefer_vector_index(session, search["top_k"])
         indexed = await index_pays(session, PassageSearch(**search), search["top_k"])
-        plan = "\n".join((await session.execute(Explain(PassageSearch(**search).statement(indexed=indexed)))).scalars())
+        statement = Explain(PassageSearch(**search).statement(indexed=indexed))
+        plan = "\n".join((await session.execute(statement, PassageSearch(**search).parameters(10))).scalars())
         filtered = await search_passages(session, PassageSearch(**search, tags=["rare"]))
 
     assert "ix_passage_embedding_384" in plan, plan
@@ -110,9 +111,9 @@ async def test_an_index_scan_that_ends_with_too_few_is_made_up_for_by_the_exact_
         await session.execute(text("SET LOCAL hnsw.max_scan_tuples = 1"))
         found = await search_passages(session, far)
         assert await index_pays(session, far, far.top_k)  # the search took the index first
-        through_index = list(await session.execute(far.statement(indexed=True)))
+        through_index = list(await session.execute(far.statement(indexed=True), far.parameters(far.top_k)))
         await session.execute(text("SET LOCAL enable_indexscan = off"))
-        exact = list(await session.execute(far.statement(indexed=False)))
+        exact = list(await session.execute(far.statement(indexed=False), far.parameters(far.top_k)))
 
     assert len(through_index) < 10
     assert [hit.passage.id for hit in found] == [row.id for row in exact]

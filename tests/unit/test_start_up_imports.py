@@ -38,6 +38,18 @@ def test_the_supervisor_checks_before_listening_without_the_web_stack() -> None:
     assert modules_loaded_by("import memvm.cli.preflight", ("fastapi", "starlette", *DEFERRED_IMPORTS)) == []
 
 
+def test_serve_skips_the_optional_extras_its_libraries_would_load() -> None:
+    """httpx loads its command-line client (rich, pygments) and alembic's mako its highlighting
+    (pygments) whenever those are installed, as on a developer's machine; `memvm serve` uses neither."""
+    statement = (
+        "import memvm.processes as processes\n"
+        "processes.skip_unused_extras()\n"
+        "import httpx, alembic.runtime.migration, memvm.cli.preflight, memvm.main"
+    )
+
+    assert modules_loaded_by(statement, ("rich", "pygments")) == []
+
+
 def test_the_background_thread_imports_every_deferred_module() -> None:
     statement = "import memvm.processes as processes\nprocesses.import_deferred_in_background().join(timeout=60)"
 

@@ -3,11 +3,10 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, bindparam, delete, select, update
+from sqlalchemy import Select, bindparam, delete, insert, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
-from memvm.db.dml import rows_affected
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentBlock, Block
@@ -83,9 +82,35 @@ async def attachment(session: AsyncSession, agent_id: str, block_id: str) -> Age
     return await owned(session, AgentBlock, agent_id, block_id)
 
 
-async def detach(session: AsyncSession, agent_id: str, block_id: str) -> int:
-    link = delete(AgentBlock).where(AgentBlock.agent_id == agent_id, AgentBlock.block_id == block_id)
-    return await rows_affected(session, link)
+# A block's attachment and detachment, each run with the agent's new prompt in one statement
+# (prompts.service.recompile_locked, which gives them `agent` and `organization`). Core: the session
+# stamps and scopes only ORM rows and statements, so each names its organization itself.
+_LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]
+_LINKS = _LINK_TABLE.c
+LINK = (
+    insert(_LINK_TABLE)
+    .values(
+        organization_id=bindparam("organization"),
+        agent_id=bindparam("agent"),
+        block_id=bindparam("block"),
+        label=bindparam("block_label"),
+    )
+    .returning(_LINKS.agent_id)
+)
+UNLINK = (
+    delete(_LINK_TABLE)
+    .where(
+        _LINKS.organization_id == bindparam("organization"),
+        _LINKS.agent_id == bindparam("agent"),
+        _LINKS.block_id == bindparam("block"),
+    )
+    .returning(_LINKS.agent_id)
+)
+
+
+def link_parameters(block: Block) -> dict[str, Any]:
+    """The block's parameters of LINK and UNLINK."""
+    return {"block": block.id, "block_label": block.label}
 
 
 async def block_by_label(session: AsyncSession, agent_id: str, label: str) -> Block | None:
@@ -104,11 +129,20 @@ async def detach_all_except(session: AsyncSession, agent_id: str, keep: Sequence
     await session.execute(delete(AgentBlock).where(AgentBlock.agent_id == agent_id, AgentBlock.block_id.not_in(keep)))
 
 
+# Built once, as the hot reads above: a query built per attach cost more CPU than its round trip.
+_LOCK_BLOCKS = (
+    select(Block)
+    .where(Block.id.in_(bindparam("block_ids", expanding=True)))
+    .order_by(Block.id)
+    .with_for_update(key_share=True, read=True)
+    .execution_options(populate_existing=True)
+)
+
+
 async def lock_blocks(session: AsyncSession, block_ids: Sequence[str]) -> list[Block]:
     """Key-share lock: the blocks cannot be deleted or relabelled while we attach them.
     Taken before any agent row lock (blocks first, then agents, everywhere)."""
-    query = select(Block).where(Block.id.in_(block_ids)).order_by(Block.id).with_for_update(key_share=True, read=True)
-    return list(await session.scalars(query.execution_options(populate_existing=True)))
+    return list(await session.scalars(_LOCK_BLOCKS, {"block_ids": list(block_ids)}))
 
 
 _LOCKED_BLOCK_BY_LABEL = _BLOCK_BY_LABEL.with_for_update(of=Block)

@@ -15,7 +15,7 @@ from memvm.agents.tool_rules import ToolRule, named_tools
 from memvm.agents.views import AgentWithBlocks, Links, NewAgent
 from memvm.archives import service as archives
 from memvm.blocks import service as blocks
-from memvm.db.conflicts import flush_or_conflict
+from memvm.db.conflicts import conflict_on
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.embeddings.registry import DEFAULT_EMBEDDING_HANDLE
 from memvm.errors import Conflict, InvalidInput, NotFound
@@ -25,7 +25,7 @@ from memvm.identities import service as identities
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
-from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm import Agent, Block
 from memvm.prompts.service import (
     DEFAULT_SYSTEM_PROMPT,
     LockedAgent,
@@ -310,23 +310,29 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
         return _changed(locked, current)
     if holder := next((attached for attached in current if attached.label == block.label), None):
         raise block_links.label_clash(agent_id, block, holder_id=holder.id)
-    session.add(AgentBlock(agent_id=agent_id, block_id=block_id, label=block.label))
-    await flush_or_conflict(
-        session, block_links.LABEL_CONSTRAINT, f"Agent {agent_id!r} already has a block labelled {block.label!r}."
-    )
     attached = [*current, block]  # a new attachment comes last in prompt order
-    await recompile_locked(session, locked, attached)
+    clash = f"Agent {agent_id!r} already has a block labelled {block.label!r}."
+    with conflict_on(block_links.LABEL_CONSTRAINT, clash):
+        await recompile_locked(session, locked, attached, repository.LINK, repository.link_parameters(block))
     return _changed(locked, attached)
 
 
 async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> AgentWithBlocks:
     """Detach a block from the agent; the block itself survives."""
     locked = await _locked_for_blocks(session, agent_id)  # first, as attach takes it before the link
-    if not await repository.detach(session, agent_id, block_id):
-        raise NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")
-    kept = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
-    await recompile_locked(session, locked, kept)
+    current = (await blocks_in_prompt_order(session, [agent_id]))[agent_id]
+    block = next((attached for attached in current if attached.id == block_id), None)
+    if block is None:
+        raise _not_attached(agent_id, block_id)
+    kept = [attached for attached in current if attached is not block]
+    # The link goes as the prompt is stored; if anything took the link first, neither happens.
+    if not await recompile_locked(session, locked, kept, repository.UNLINK, repository.link_parameters(block)):
+        raise _not_attached(agent_id, block_id)
     return _changed(locked, kept)
+
+
+def _not_attached(agent_id: str, block_id: str) -> NotFound:
+    return NotFound(f"Block {block_id!r} is not attached to agent {agent_id!r}.")
 
 
 async def _locked_for_blocks(session: AsyncSession, agent_id: str) -> LockedAgent:

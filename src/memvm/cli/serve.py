@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from memvm import __version__
 from memvm.cli.options import Commands, settings_of
 from memvm.config import Settings
-from memvm.processes import configure_logging
+from memvm.processes import configure_logging, skip_unused_extras
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,6 +38,7 @@ def add_commands(commands: Commands) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    skip_unused_extras()  # before preflight's imports bring alembic, and the app's httpx
     # Imported here so `memvm --help` and `memvm version` answer without loading the server.
     from memvm.cli.preflight import CannotServe
 

@@ -1,12 +1,15 @@
 """The SQL that gathers a prompt's inputs: the agents (locked), their blocks in prompt order, and
-the counts of what each agent keeps outside its prompt."""
+the counts of what each agent keeps outside its prompt; and the SQL that stores a prompt."""
 
 from collections.abc import Sequence
+from datetime import datetime
+from functools import cache
 from typing import Any
 
-from sqlalchemy import BindParameter, and_, bindparam, func, select
+from sqlalchemy import ARRAY, BindParameter, String, Update, UpdateBase, and_, bindparam, func, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import (
     Agent,
     AgentArchive,
@@ -56,9 +59,11 @@ _DIRECTORIES_OF_AGENTS = (
 )
 
 
-def _outside_counts() -> tuple[Any, Any, Any]:
+def _outside_counts() -> tuple[Any, Any, Any, Any]:
     """Per agent row: messages of its default conversation stored but out of the context window,
-    passages in its archives, and folders attached (none: no need to read its directories)."""
+    passages in its archives, folders attached (none: no need to read its directories) and the
+    first MAX_LISTED_TAGS distinct tags of those passages (the prompt lists them: read here, they
+    cost no statement of their own)."""
     recall = (
         select(func.count())
         .select_from(Message)
@@ -68,7 +73,10 @@ def _outside_counts() -> tuple[Any, Any, Any]:
     archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
     passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
     folders = select(func.count()).select_from(AgentFolder).where(AgentFolder.agent_id == Agent.id).scalar_subquery()
-    return recall, passages, folders
+    tag = func.unnest(Passage.tags).label("tag")
+    listed = select(tag).distinct().where(Passage.archive_id.in_(archives)).order_by(tag).limit(MAX_LISTED_TAGS)
+    tags = func.array(listed.scalar_subquery(), type_=ARRAY(String))
+    return recall, passages, folders, tags
 
 
 # In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY
@@ -93,17 +101,19 @@ _LOCK_AGENT_WITH_LINKS = (
 )
 
 
-async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int, int]]:
-    """The agents, locked, with their outside counts (see `outside_counts`), in one statement."""
+async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int, int, tuple[str, ...]]]:
+    """The agents, locked, with their outside counts and tags (see `_outside_counts`), in one statement."""
     rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
-    return [(agent, recall, passages, folders) for agent, recall, passages, folders in rows]
+    return [(agent, recall, passages, folders, tuple(tags)) for agent, recall, passages, folders, tags in rows]
 
 
-async def lock_agent_with_links(session: AsyncSession, agent_id: str) -> tuple[Agent, int, int, int, bool, bool] | None:
-    """The agent locked as `lock_agents` locks it, with its outside counts and whether it has
-    identities and runs, in one statement; None if there is no such agent."""
+async def lock_agent_with_links(
+    session: AsyncSession, agent_id: str
+) -> tuple[Agent, int, int, int, tuple[str, ...], bool, bool] | None:
+    """The agent locked as `lock_agents` locks it, with its outside counts and tags and whether it
+    has identities and runs, in one statement; None if there is no such agent."""
     row = (await session.execute(_LOCK_AGENT_WITH_LINKS, {"agent_id": agent_id})).first()
-    return None if row is None else (row[0], row[1], row[2], row[3], row[4], row[5])
+    return None if row is None else (row[0], row[1], row[2], row[3], tuple(row[4]), row[5], row[6])
 
 
 async def blocks_in_prompt_order(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Block]]:
@@ -123,11 +133,11 @@ async def directories_in_prompt_order(session: AsyncSession, agent_ids: Sequence
     return by_agent
 
 
-async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, tuple[int, int]]:
-    """Per agent, in one statement: messages stored but out of the context window, and passages in
-    the agent's archives."""
+async def outside_counts(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, tuple[int, int, tuple[str, ...]]]:
+    """Per agent, in one statement: messages stored but out of the context window, passages in the
+    agent's archives and their first tags."""
     rows = await session.execute(_OUTSIDE_COUNTS, {"agent_ids": list(agent_ids)})
-    return {agent_id: (messages, stored) for agent_id, messages, stored, _folders in rows}
+    return {agent_id: (messages, stored, tuple(tags)) for agent_id, messages, stored, _folders, tags in rows}
 
 
 async def conversation_outside_count(session: AsyncSession, conversation_id: str) -> int:
@@ -136,9 +146,32 @@ async def conversation_outside_count(session: AsyncSession, conversation_id: str
     return await session.scalar(query) or 0
 
 
-async def archival_tags(session: AsyncSession, agent_id: str) -> tuple[str, ...]:
-    """The distinct tags over the agent's archives, the first MAX_LISTED_TAGS of them."""
-    archive_ids = select(AgentArchive.archive_id).where(AgentArchive.agent_id == agent_id)
-    all_tags = select(func.unnest(Passage.tags).label("tag")).where(Passage.archive_id.in_(archive_ids)).subquery()
-    tags = await session.scalars(select(all_tags.c.tag).distinct().order_by(all_tags.c.tag).limit(MAX_LISTED_TAGS))
-    return tuple(tags)
+_AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
+
+
+@cache  # one UPDATE per change statement (each a module constant), built on first use
+def _storing_prompt(change: UpdateBase) -> Update:
+    # Core, as the changes are: the ORM made a new copy of an UPDATE, and its cache key, on every
+    # run. So the statement names its organization itself (the session scopes only ORM statements).
+    changed = change.cte("changed")
+    agents = _AGENT_TABLE.c
+    return (
+        update(_AGENT_TABLE)
+        .add_cte(changed)
+        .where(agents.organization_id == bindparam("organization"), agents.id == bindparam("agent"))
+        .where(select(changed.c.agent_id).exists())
+        .values(compiled_system=bindparam("prompt"), system_compiled_at=bindparam("compiled_at"))
+        .returning(agents.updated_at)
+    )
+
+
+async def store_prompt_with(
+    session: AsyncSession, change: UpdateBase, parameters: dict[str, Any], agent_id: str, prompt: str, compiled_at: datetime
+) -> datetime | None:
+    """Run `change` (an INSERT or DELETE of the agent's rows that returns their agent_id; it gets
+    the parameters `agent` and `organization` besides its own) and store the agent's prompt, in one
+    statement: the agent's new updated_at, or None, and no prompt stored, if it touched no row."""
+    organization_id = organization_of_new_rows(session.sync_session, "Agent")  # never ALL_ORGANIZATIONS
+    values = {**parameters, "organization": organization_id, "agent": agent_id, "prompt": prompt, "compiled_at": compiled_at}
+    updated_at: datetime | None = await session.scalar(_storing_prompt(change), values)
+    return updated_at

@@ -8,7 +8,9 @@ from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any, NamedTuple
 
+from sqlalchemy import UpdateBase
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.files_view import DirectoryView, FileLimits, FileView, file_limits, render_directories
@@ -135,43 +137,61 @@ class LockedAgent(NamedTuple):
     recall: int
     passages: int
     folders: int  # attached folders
+    tags: tuple[str, ...]  # of its passages, as its prompt lists them
     identities: bool  # whether it has any
     runs: bool
 
 
 async def lock_for_recompile(session: AsyncSession, agent_id: str) -> LockedAgent | None:
     """Lock the agent as `recompile_agents` does, with its counts, in one statement: for a change
-    that locks the agent first, then writes, then recompiles it with `recompile_locked`."""
+    that locks the agent first, then recompiles it with `recompile_locked` as it writes."""
     row = await repository.lock_agent_with_links(session, agent_id)
     return None if row is None else LockedAgent(*row)
 
 
-async def recompile_locked(session: AsyncSession, locked: LockedAgent, blocks: list[Block]) -> None:
-    """`recompile_agents` for an agent already locked by `lock_for_recompile` whose blocks (in
-    prompt order, as they are now) the caller knows: neither is read again. Deferred likewise."""
+async def recompile_locked(
+    session: AsyncSession, locked: LockedAgent, blocks: list[Block], change: UpdateBase, parameters: dict[str, Any]
+) -> bool:
+    """Run `change` (an INSERT or DELETE of rows of the agent locked by `lock_for_recompile` that
+    returns their agent_id, with `parameters` and the agent's id and organization as `agent` and
+    `organization`) and store the prompt of `blocks`, the agent's blocks in prompt order once it
+    has run, in one statement: neither the agent nor its blocks are read again. False, and nothing
+    stored, if the change touched no row. While recompiles are deferred the prompt is stored as it
+    was, and recompiled at the end."""
+    agent = locked.agent
     deferred = session.info.get(_DEFERRED_RECOMPILES)
     if deferred is not None:
-        deferred.add(locked.agent.id)
-        return
-    counts = (locked.agent, locked.recall, locked.passages, locked.folders)
-    await _store_prompts(session, [counts], {locked.agent.id: blocks}, keep_timestamp=False)
+        deferred.add(agent.id)
+        prompt, compiled_at = agent.compiled_system, agent.system_compiled_at
+    else:
+        directories = await agent_directories(session, agent.id) if locked.folders else []
+        compiled_at = datetime.now(UTC)
+        stats = MemoryStats(locked.recall, locked.passages, locked.tags)
+        prompt = compile_agent_prompt(agent, blocks, stats, compiled_at=compiled_at, directories=directories)
+    updated_at = await repository.store_prompt_with(session, change, parameters, agent.id, prompt, compiled_at)
+    if updated_at is None:
+        return False
+    # What the statement stored, as if loaded: the session has nothing of the agent left to write.
+    for name, value in (("compiled_system", prompt), ("system_compiled_at", compiled_at), ("updated_at", updated_at)):
+        set_committed_value(agent, name, value)
+    return True
 
 
 async def _store_prompts(
     session: AsyncSession,
-    locked: Sequence[tuple[Agent, int, int, int]],
+    locked: Sequence[tuple[Agent, int, int, int, tuple[str, ...]]],
     blocks: Mapping[str, Sequence[Block]],
     *,
     keep_timestamp: bool,
 ) -> None:
     # Only agents with folders have directories to read: the others' recompiles cost no statement more.
-    with_folders = [agent.id for agent, _, _, folders in locked if folders]
+    with_folders = [agent.id for agent, _, _, folders, _ in locked if folders]
     directories = await repository.directories_in_prompt_order(session, with_folders) if with_folders else {}
     now = datetime.now(UTC)
-    for agent, recall, passages, _ in locked:
-        stats = await _stats(session, agent.id, recall, passages)
+    for agent, recall, passages, _, tags in locked:
         compiled_at = agent.system_compiled_at if keep_timestamp else now
         shown = directory_views(directories.get(agent.id, []))
+        stats = MemoryStats(recall, passages, tags)
         agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
         agent.system_compiled_at = compiled_at
     await session.flush()
@@ -210,11 +230,6 @@ async def conversation_prompt(
 
 
 async def memory_stats(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, MemoryStats]:
-    """Counts of what each agent has outside its prompt (never the content)."""
+    """Counts of what each agent has outside its prompt (never the content), and its passages' tags."""
     counts = await repository.outside_counts(session, agent_ids)
-    return {agent_id: await _stats(session, agent_id, *counts.get(agent_id, (0, 0))) for agent_id in agent_ids}
-
-
-async def _stats(session: AsyncSession, agent_id: str, recall: int, passages: int) -> MemoryStats:
-    tags = await repository.archival_tags(session, agent_id) if passages else ()
-    return MemoryStats(recall_messages=recall, archival_passages=passages, archival_tags=tags)
+    return {agent_id: MemoryStats(*counts.get(agent_id, (0, 0, ()))) for agent_id in agent_ids}

@@ -4,7 +4,20 @@ search should walk the HNSW index at all."""
 
 from typing import Any
 
-from sqlalchemy import ColumnElement, Select, cast, column, func, literal, literal_column, select, table
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Select,
+    String,
+    bindparam,
+    cast,
+    column,
+    func,
+    literal,
+    literal_column,
+    select,
+    table,
+)
 from sqlalchemy.dialects.postgresql import BIGINT, REGCLASS
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import QueryableAttribute
@@ -17,34 +30,39 @@ DEFAULT_EF_SEARCH = 100
 
 
 async def prefer_vector_index(session: AsyncSession, top_k: int) -> None:
-    """Settings for this transaction's vector search, in one round trip (vector_search_settings)."""
-    await session.execute(select(*vector_search_settings(top_k)))
+    """Settings for this transaction's vector search, in one round trip (VECTOR_SEARCH_SETTINGS)."""
+    await session.execute(_PREFER_VECTOR_INDEX, vector_search_parameters(top_k))
 
 
-def vector_search_settings(top_k: int) -> list[ColumnElement[Any]]:
-    """Columns that set this transaction's vector search up, for a statement of their own
-    (prefer_vector_index) or of one the search sends anyway (a round trip less):
-    - ef_search at least 100 and 2 × top_k (HNSW returns at most ef_search rows per scan pass);
-    - iterative scans: when filters drop candidates the scan goes on, so top_k is still met;
-    - no sequential scans: pgvector's cost model makes reading every row look cheaper than the HNSW
-      index for tables of a few thousand rows at this ef_search (at 3,000 passages: 4-6 ms instead
-      of 0.3-0.6 ms); selective filters still get their own indexes (tags, archive, agent) + exact sort."""
-    ef_search = str(max(DEFAULT_EF_SEARCH, 2 * top_k))
-    return [
-        _set_local("hnsw.ef_search", ef_search),
-        _set_local("hnsw.iterative_scan", "relaxed_order"),
-        _set_local("enable_seqscan", "off"),
-    ]
-
-
-def _set_local(name: str, value: str) -> ColumnElement[Any]:
+def _set_local(name: str, value: str | BindParameter[str]) -> ColumnElement[Any]:
     """set_config(name, value) for this transaction. The name is SQL text, so a statement's text
     says which settings it makes (logs, and the bench's profile, which reruns them: bench/search)."""
     return func.set_config(literal_column(f"'{name}'"), value, literal_column("true"))
 
 
+# Columns that set this transaction's vector search up, for a statement of their own
+# (prefer_vector_index) or of one the search sends anyway (a round trip less); built once, with
+# ef_search a parameter (vector_search_parameters):
+# - ef_search at least 100 and 2 × top_k (HNSW returns at most ef_search rows per scan pass);
+# - iterative scans: when filters drop candidates the scan goes on, so top_k is still met;
+# - no sequential scans: pgvector's cost model makes reading every row look cheaper than the HNSW
+#   index for tables of a few thousand rows at this ef_search (at 3,000 passages: 4-6 ms instead
+#   of 0.3-0.6 ms); selective filters still get their own indexes (tags, archive, agent) + exact sort.
+VECTOR_SEARCH_SETTINGS = (
+    _set_local("hnsw.ef_search", bindparam("ef_search", type_=String)),
+    _set_local("hnsw.iterative_scan", "relaxed_order"),
+    _set_local("enable_seqscan", "off"),
+)
+_PREFER_VECTOR_INDEX = select(*VECTOR_SEARCH_SETTINGS)
+
+
+def vector_search_parameters(top_k: int) -> dict[str, str]:
+    """The values of VECTOR_SEARCH_SETTINGS for a search of `top_k`."""
+    return {"ef_search": str(max(DEFAULT_EF_SEARCH, 2 * top_k))}
+
+
 def same_model(
-    model_column: QueryableAttribute[Any], dim_column: QueryableAttribute[Any], model: str, dim: int
+    model_column: QueryableAttribute[Any], dim_column: QueryableAttribute[Any], model: str | ColumnElement[str], dim: int
 ) -> ColumnElement[bool]:
     """The dimension goes into the SQL text, not a parameter: a generic prepared plan can then still
     prove the partial HNSW index's `embedding_dim = <dim>` predicate."""
@@ -60,7 +78,9 @@ INDEX_VISITS = 1_000
 _PG_CLASS = table("pg_class", column("oid"), column("reltuples"))
 
 
-def index_pays_statement(scope: Select[Any], table_name: str, dim: int, candidates: int) -> Select[Any] | None:
+def index_pays_statement(
+    scope: Select[Any], table_name: str, dim: int, candidates: int | ColumnElement[int]
+) -> Select[Any] | None:
     """One boolean: are the rows of `scope` (the rows the search's filters admit) enough for
     the HNSW index to beat an exact scan? Enough means at least EXACT_SCAN_FLOATS / dim rows, and a share
     of the index large enough that `candidates` are found within INDEX_VISITS visits. Counted with a

@@ -208,7 +208,19 @@ async def test_server_errors_exhaust_the_retry_budget(llm, model, sleeps):
     assert len(llm.requests) == 3 and len(sleeps) == 2
 
 
-@pytest.mark.parametrize("body", ['{"id": "chatcmpl-1", "choi', "<html>Bad Gateway</html>", "{}", '{"choices": null}'])
+MALFORMED_BODIES = [
+    '{"id": "chatcmpl-1", "choi',
+    "<html>Bad Gateway</html>",
+    "{}",
+    '{"choices": null}',
+    "[]",
+    '{"choices": [1]}',
+    '{"choices": [{"index": 0, "finish_reason": "stop"}]}',
+    '{"choices": [{"index": 0, "message": "hello"}]}',
+]
+
+
+@pytest.mark.parametrize("body", MALFORMED_BODIES)
 async def test_a_malformed_body_is_retried_like_a_server_error(llm, model, sleeps, body):
     llm.malformed(body).reply("readable")
     assert (await model.complete(ask())).content == "readable"

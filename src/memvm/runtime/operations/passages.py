@@ -1,5 +1,6 @@
 """Archival operations that need an embedding: the vector is computed before the transaction
-opens (one read-only transaction to learn which model applies, then one that writes)."""
+opens (one read-only unit, without a transaction, to learn which model applies; then one transaction
+that writes or searches)."""
 
 import asyncio
 import logging
@@ -13,7 +14,7 @@ from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.archives import service as archives
 from memvm.archives.schemas import PassageCreate, SearchFilters
-from memvm.db.uow import transaction
+from memvm.db.uow import reading, transaction
 from memvm.embeddings.ports import Embedder, EmbeddingModel
 from memvm.errors import DomainError, InvalidInput, LLMError
 from memvm.orm import Archive, Passage
@@ -26,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 async def _agent_embedder(deps: RuntimeDeps, caller: Caller, agent_id: str) -> Embedder:
-    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+    async with reading(deps.sessionmaker, caller.organization_id) as session:
         agent = await agents.get_agent(session, agent_id)
     return deps.embedders.for_handle(agent.embedding)
 
@@ -47,7 +48,7 @@ async def insert_for_agent(deps: RuntimeDeps, caller: Caller, agent_id: str, ite
 async def insert_into_archive(
     deps: RuntimeDeps, caller: Caller, archive_id: str, items: Sequence[PassageCreate]
 ) -> list[Passage]:
-    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+    async with reading(deps.sessionmaker, caller.organization_id) as session:
         archive = await archives.get_archive(session, archive_id)
     embedder = deps.embedders.for_handle(archive.embedding_model)
     vectors = await embedder.embed([item.text for item in items])
@@ -62,7 +63,7 @@ async def search_for_agent(
     deps: RuntimeDeps, caller: Caller, agent_id: str, filters: SearchFilters
 ) -> tuple[list[PassageHit], str]:
     """Hits across every archive the agent reads, and the agent's timezone for timestamps."""
-    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+    async with reading(deps.sessionmaker, caller.organization_id) as session:
         scope = await archives.search_scope(session, agent_id)
     if scope is None:
         raise agents.agent_not_found(agent_id)
@@ -102,7 +103,7 @@ async def search_anywhere(
     Without a query, the newest matching passages (distance 0)."""
     start = parse_bound(filters.start_datetime, "start_date", end=False)
     end = parse_bound(filters.end_datetime, "end_date", end=True)
-    async with transaction(deps.sessionmaker, caller.organization_id) as session:
+    async with reading(deps.sessionmaker, caller.organization_id) as session:
         archives_by_model = _by_model(await _archives_to_search(session, agent_id, archive_id))
     text = query if query and query.strip() else None
     vectors, unsearched = await _query_vectors(deps, archives_by_model, text) if text else ({}, [])
