@@ -63,6 +63,14 @@ TEMPLATES = [
     "The {a} went well, but the {b} and {c} still need work before the {d}.",
 ]
 _CHUNK = 10_000
+# COPY goes around the server, which keeps each archive's passage and tag counts as it writes
+# passages (archives/repository.py): the loaded archive's are counted again from its passages.
+_RECOUNT_ARCHIVE = (
+    "UPDATE archive SET passage_count = (SELECT count(*) FROM passage WHERE archive_id = $1) WHERE id = $1",
+    "INSERT INTO archive_tag (organization_id, archive_id, tag, passages)"
+    " SELECT organization_id, archive_id, tag, count(*) FROM passage, unnest(tags) AS tag WHERE archive_id = $1"
+    " GROUP BY 1, 2, 3 ON CONFLICT (organization_id, archive_id, tag) DO UPDATE SET passages = excluded.passages",
+)
 
 
 def zipf_weights(n: int, s: float = 1.1) -> np.ndarray:
@@ -298,6 +306,8 @@ class Loader:
             "organization_id",
         ]
         await self._copy("passage", columns, n, vm, rows)
+        for statement in _RECOUNT_ARCHIVE:
+            await self.pg.execute(statement, archive_id)
         return {"rows": n, "rare_tagged": rare, "copy_seconds": round(time.perf_counter() - t0, 1)}
 
     async def _copy_messages(self, agent_id: str, n: int, vm: RowVectors) -> dict[str, Any]:

@@ -69,14 +69,15 @@ from memvm.tools.service import sync_builtin_tools
 log = logging.getLogger("memvm")
 
 
-def create_app(settings: Settings, *, database: DatabaseTarget | None = None) -> FastAPI:
+def create_app(settings: Settings, *, database: DatabaseTarget | None = None, tools_synced: bool = False) -> FastAPI:
     """`database` is the already resolved server (the CLI resolves it first so it can log it);
-    without it the lifespan resolves one from settings."""
+    without it the lifespan resolves one from settings. `tools_synced`: the built-in tools were
+    stored before this app's processes started (`memvm serve`'s preflight), so they skip it."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
-            await _start(app, stack, settings, database or resolve_database(settings))
+            await _start(app, stack, settings, database or resolve_database(settings), sync_tools=not tools_synced)
             import_deferred_in_background()
             yield
 
@@ -139,12 +140,12 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
         console.install(app)
 
 
-async def _start(app: FastAPI, stack: AsyncExitStack, settings: Settings, target: DatabaseTarget) -> None:
+async def _start(app: FastAPI, stack: AsyncExitStack, settings: Settings, target: DatabaseTarget, *, sync_tools: bool) -> None:
     """Start what the app serves with, in order. Each stop is pushed on `stack` right after its start,
     so the stack stops them in reverse: nothing stops while something started after it still runs,
     and a start that fails stops what had started before it."""
     stack.callback(metrics.forget_this_process)
-    database = await _open_database(stack, settings, target)
+    database = await _open_database(stack, settings, target, sync_tools=sync_tools)
     keys = _started(stack, KeyCache(database.sessionmaker, database.lock_engine))
     app.state.gate = await _open_gate(settings, database.sessionmaker, keys)
     app.state.sessionmaker = database.sessionmaker
@@ -165,7 +166,7 @@ class _Database:
     turn_lock_engine: AsyncEngine  # pooled: the agents' turn locks
 
 
-async def _open_database(stack: AsyncExitStack, settings: Settings, target: DatabaseTarget) -> _Database:
+async def _open_database(stack: AsyncExitStack, settings: Settings, target: DatabaseTarget, *, sync_tools: bool) -> _Database:
     """The engines, the schema migrated (MEMVM_MIGRATE_ON_START) and the built-in tools stored."""
     engine = build_engine(target.url, settings)
     stack.push_async_callback(engine.dispose)
@@ -177,8 +178,9 @@ async def _open_database(stack: AsyncExitStack, settings: Settings, target: Data
         await upgrade_to_head(engine)
     sessionmaker = build_sessionmaker(engine)
     metrics.watch_pool(engine.sync_engine.pool.checkedout, engine.sync_engine.pool.checkedin)  # type: ignore[attr-defined]
-    async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
-        await sync_builtin_tools(session)
+    if sync_tools:
+        async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+            await sync_builtin_tools(session)
     return _Database(sessionmaker, lock_engine, turn_lock_engine)
 
 

@@ -1,35 +1,13 @@
 """Upgrading a database that already holds data: rows written before access control existed end up
 in the default organization, and built-in tools stay shared."""
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 import asyncpg
 import pytest
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
-from memvm.config import Settings
-from memvm.db.engine import build_engine
-from memvm.db.migrate import migration_plan, upgrade_to_head
-from tests.support.pg import admin_execute, asyncpg_dsn, migrate_to, with_database
+from tests.support.pg import database_at, migrate_to
 
 BEFORE_ORGANIZATIONS = "87555ae4a455"
-
-
-@asynccontextmanager
-async def database_at(server_url: str, name: str, revision: str) -> AsyncIterator[tuple[str, asyncpg.Connection]]:
-    """A new database migrated to `revision`, and a connection to it; both gone afterwards."""
-    await admin_execute(server_url, f"CREATE DATABASE {name}")
-    url = with_database(server_url, name)
-    await migrate_to(url, revision)
-    db = await asyncpg.connect(**asyncpg_dsn(url))
-    try:
-        yield url, db
-    finally:
-        await db.close()
-        await admin_execute(server_url, f"DROP DATABASE {name} WITH (FORCE)")
 
 
 async def insert_agent(db: asyncpg.Connection, agent_id: str = "agent-1") -> None:
@@ -446,19 +424,3 @@ async def test_passage_full_text_comes_and_goes_with_its_migration_and_covers_ex
     assert "USING gin (archive_id, fts)" in index
     assert (document, matched) == ("'away':3 'sail':2 'zanzibar':1", 1)
     assert (gone, text_kept) == ((None, 0), "Zanzibar sailed away")
-
-
-async def test_a_process_reads_the_migration_scripts_once(database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """`memvm serve` checks the schema before it forks its processes; its embedding worker, which also
-    runs alone, checks again with the scripts' head it inherited, and only reads the database's."""
-    reads: list[Config] = []
-    read_scripts = ScriptDirectory.from_config
-    monkeypatch.setattr(ScriptDirectory, "from_config", lambda config: reads.append(config) or read_scripts(config))
-    engine = build_engine(database_url, Settings())
-    try:
-        plans = [await upgrade_to_head(engine), await migration_plan(engine), await migration_plan(engine)]
-    finally:
-        await engine.dispose()
-
-    assert [plan.up_to_date for plan in plans] == [True, True, True]
-    assert len(reads) <= 1

@@ -4,7 +4,8 @@ import asyncio
 import contextlib
 import os
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import asyncpg
 from alembic import command
@@ -148,3 +149,17 @@ async def migrate_to(url: str, revision: str, *, down: bool = False) -> None:
             await connection.run_sync(migrate)
     finally:
         await engine.dispose()
+
+
+@asynccontextmanager
+async def database_at(server_url: str, name: str, revision: str) -> AsyncIterator[tuple[str, asyncpg.Connection]]:
+    """A new database migrated to `revision`, and a connection to it; both gone afterwards."""
+    await admin_execute(server_url, f"CREATE DATABASE {name}")
+    url = with_database(server_url, name)
+    await migrate_to(url, revision)
+    db = await asyncpg.connect(**asyncpg_dsn(url))
+    try:
+        yield url, db
+    finally:
+        await db.close()
+        await admin_execute(server_url, f"DROP DATABASE {name} WITH (FORCE)")

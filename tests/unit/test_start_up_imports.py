@@ -25,6 +25,12 @@ def test_the_app_loads_without_the_mcp_sdk() -> None:
     assert modules_loaded_by("import memvm.main", ("mcp",)) == []
 
 
+def test_the_app_loads_without_git_or_the_console_templates() -> None:
+    """dulwich (api/git.py) and jinja2 (the console's templates) load on their first request: together
+    about a third of a second of a start's CPU, which most servers never use."""
+    assert modules_loaded_by("import memvm.main", ("dulwich", "jinja2")) == []
+
+
 def test_the_command_line_loads_without_the_database_stack() -> None:
     """Every `memvm` command imports these; `memvm serve` loads the stacks only when it needs them."""
     statement = "import memvm.cli, memvm.cli.http_processes, memvm.cli.worker, memvm.db.database"

@@ -4,12 +4,15 @@
 The protocol work (memfs/git_protocol.py, dulwich) is synchronous and runs in a worker thread; the
 database work stays on the event loop. A push is one transaction: the snapshot it was checked
 against, and the service's apply_push, which the worker thread calls back onto the loop once the
-pack is in. A refused push rolls that transaction back and still answers 200, with git's `ng`."""
+pack is in. A refused push rolls that transaction back and still answers 200, with git's `ng`.
+
+dulwich loads on a process's first git request (each route imports memfs), not at its start: few
+servers serve git, and its import costs a fifth of a second of CPU."""
 
 import asyncio
 import hashlib
 import zlib
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import APIRouter, HTTPException, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -18,11 +21,11 @@ from memvm.actors import Caller
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep
 from memvm.errors import InvalidInput
-from memvm.memfs import git_protocol
-from memvm.memfs import service as memfs
-from memvm.memfs.objects import ObjectLookup
 from memvm.memfs.recent import Recent
-from memvm.memfs.schemas import PushRefused, Refusal
+
+if TYPE_CHECKING:
+    from memvm.memfs.objects import ObjectLookup
+    from memvm.memfs.schemas import Refusal
 
 router = APIRouter(prefix="/v1/git/{agent_id}/state.git", tags=["git"], include_in_schema=False)
 Service = Annotated[str, Query(description="git-upload-pack or git-receive-pack")]
@@ -30,6 +33,9 @@ Service = Annotated[str, Query(description="git-upload-pack or git-receive-pack"
 
 @router.get("/info/refs")
 async def info_refs(agent_id: AgentId, service: Service, tx: TransactionDep) -> Response:
+    from memvm.memfs import git_protocol
+    from memvm.memfs import service as memfs
+
     if service not in git_protocol.SERVICES:
         raise InvalidInput(f"service must be git-upload-pack or git-receive-pack, not {service!r}: memvm speaks smart HTTP only.")
     async with tx() as session:
@@ -40,6 +46,9 @@ async def info_refs(agent_id: AgentId, service: Service, tx: TransactionDep) -> 
 
 @router.post("/git-upload-pack")
 async def upload_pack(agent_id: AgentId, request: Request, runtime: RuntimeDep, tx: TransactionDep) -> Response:
+    from memvm.memfs import git_protocol
+    from memvm.memfs import service as memfs
+
     body = await _request_body(request, "git-upload-pack", runtime.settings.max_request_bytes)
     async with tx() as session:
         snapshot = await memfs.snapshot(session, agent_id)
@@ -61,6 +70,9 @@ _recent_packs: Recent[tuple[str, bytes | None, bytes], bytes] = Recent(16)
 async def receive_pack(
     agent_id: AgentId, request: Request, runtime: RuntimeDep, caller: CallerDep, tx: TransactionDep
 ) -> Response:
+    from memvm.memfs import git_protocol
+    from memvm.memfs import service as memfs
+
     body = await _request_body(request, "git-receive-pack", runtime.settings.max_request_bytes)
     try:
         async with tx() as session:
@@ -81,11 +93,14 @@ class _Push:
         self.session, self.agent_id, self.caller, self.loop = session, agent_id, caller, loop
         self.refused = False
 
-    def decide(self, ref: bytes, old: bytes, new: bytes, objects: ObjectLookup) -> Refusal | None:
+    def decide(self, ref: bytes, old: bytes, new: bytes, objects: "ObjectLookup") -> "Refusal | None":
         """Runs in the worker thread, which waits while the loop applies the push."""
         return asyncio.run_coroutine_threadsafe(self._apply(old, new, objects), self.loop).result()
 
-    async def _apply(self, old: bytes, new: bytes, objects: ObjectLookup) -> Refusal | None:
+    async def _apply(self, old: bytes, new: bytes, objects: "ObjectLookup") -> "Refusal | None":
+        from memvm.memfs import service as memfs
+        from memvm.memfs.schemas import PushRefused
+
         try:
             await memfs.apply_push(self.session, self.agent_id, old, new, objects, actor=self.caller.actor)
         except PushRefused as refused:

@@ -4,13 +4,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Select, delete, func, select
-from sqlalchemy.dialects.postgresql import aggregate_order_by
+from sqlalchemy import Select, Text, bindparam, delete, func, select, true, update
+from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.dml import rows_affected
-from memvm.db.tenancy import owned
-from memvm.orm import Agent, AgentArchive, Archive, Passage
+from memvm.db.tenancy import organization_of_new_rows, owned
+from memvm.orm import Agent, AgentArchive, Archive, ArchiveTag, Passage
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,19 @@ async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
     return list(await session.scalars(select(AgentArchive.agent_id).where(AgentArchive.archive_id == archive_id)))
 
 
+async def lock_readers(session: AsyncSession, archive_id: str) -> list[str]:
+    """The agents that read the archive, locked as a recompile locks them (in id order): a change of
+    its passages takes them before the archive's counts, as every other writer of those does."""
+    query = (
+        select(Agent.id)
+        .join(AgentArchive, AgentArchive.agent_id == Agent.id)
+        .where(AgentArchive.archive_id == archive_id)
+        .order_by(Agent.id)
+        .with_for_update(key_share=True, of=Agent)
+    )
+    return list(await session.scalars(query))
+
+
 async def link(session: AsyncSession, agent_id: str, archive_id: str) -> AgentArchive | None:
     return await owned(session, AgentArchive, agent_id, archive_id)
 
@@ -98,7 +111,62 @@ async def agent_passages(
 
 
 async def delete_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> int:
-    return await rows_affected(session, delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)))
+    """Delete them and take them out of the archive's counts; how many there were."""
+    query = delete(Passage).where(Passage.archive_id == archive_id, Passage.id.in_(passage_ids)).returning(Passage.tags)
+    removed = list(await session.scalars(query))
+    if removed:
+        await recount(session, archive_id, removed, each=-1)
+    return len(removed)
+
+
+# Core statements (they name their organization themselves, as the session scopes only the ORM's).
+_ARCHIVE = Archive.metadata.tables[Archive.__tablename__]
+_TAGS = ArchiveTag.metadata.tables[ArchiveTag.__tablename__]
+_COUNTED = (
+    update(_ARCHIVE)
+    .where(_ARCHIVE.c.organization_id == bindparam("organization"), _ARCHIVE.c.id == bindparam("archive"))
+    # updated_at as it was: the archive's passages changed, not the archive
+    .values(passage_count=_ARCHIVE.c.passage_count + bindparam("passages"), updated_at=_ARCHIVE.c.updated_at)
+    .returning(_ARCHIVE.c.organization_id, _ARCHIVE.c.id)
+    .cte("counted")
+)
+_TAG_LIST = func.unnest(bindparam("tags", type_=ARRAY(Text))).table_valued("tag").render_derived(name="tag_list")
+_TAG = _TAG_LIST.c.tag
+_ADDED = insert(_TAGS).from_select(
+    ["organization_id", "archive_id", "tag", "passages"],
+    select(_COUNTED.c.organization_id, _COUNTED.c.id, _TAG, func.count() * bindparam("each"))
+    .select_from(_COUNTED)
+    .join(_TAG_LIST, true())
+    .group_by(_COUNTED.c.organization_id, _COUNTED.c.id, _TAG)
+    .order_by(_TAG),  # every writer locks an archive's tag rows in one order: no deadlock between two
+)
+# One statement: the archive's count first (its row lock then orders concurrent writers of the
+# archive), then each tag's, added to a row another transaction may be inserting at the same time.
+_RECOUNT = _ADDED.on_conflict_do_update(
+    index_elements=["organization_id", "archive_id", "tag"], set_={"passages": _TAGS.c.passages + _ADDED.excluded.passages}
+).add_cte(_COUNTED)
+_UNUSED_TAGS = delete(_TAGS).where(
+    _TAGS.c.organization_id == bindparam("organization"),
+    _TAGS.c.archive_id == bindparam("archive"),
+    _TAGS.c.tag == func.any(bindparam("tags", type_=ARRAY(Text))),
+    _TAGS.c.passages <= 0,
+)
+
+
+async def recount(session: AsyncSession, archive_id: str, tags_of_passages: Sequence[Sequence[str]], *, each: int) -> None:
+    """Count passages with these tags into the archive (`each` 1) or out of it (-1), as they are
+    inserted or deleted in this transaction; a tag no passage carries any more is dropped."""
+    tags = [tag for passage_tags in tags_of_passages for tag in passage_tags]
+    parameters = {
+        "organization": organization_of_new_rows(session.sync_session, "ArchiveTag"),
+        "archive": archive_id,
+        "passages": each * len(tags_of_passages),
+        "each": each,
+        "tags": tags,
+    }
+    await session.execute(_RECOUNT, parameters)
+    if each < 0 and tags:
+        await session.execute(_UNUSED_TAGS, parameters)
 
 
 async def passages_of(session: AsyncSession, archive_id: str) -> list[Passage]:

@@ -56,7 +56,7 @@ async def update_archive(session: AsyncSession, archive_id: str, data: ArchiveUp
 
 async def delete_archive(session: AsyncSession, archive_id: str) -> None:
     archive = await get_archive(session, archive_id)
-    readers = await repository.agent_ids_of(session, archive_id)
+    readers = await repository.lock_readers(session, archive_id)  # before the archive: see lock_readers
     await session.delete(archive)
     await session.flush()
     await recompile_agents(session, readers)
@@ -124,6 +124,7 @@ async def insert_passages(
 ) -> list[Passage]:
     if model.model != archive.embedding_model:
         raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
+    readers = await repository.lock_readers(session, archive.id)
     passages = [
         Passage(
             id=new_id("passage"),
@@ -144,7 +145,8 @@ async def insert_passages(
     ]
     session.add_all(passages)
     await session.flush()
-    await recompile_agents(session, await repository.agent_ids_of(session, archive.id))
+    await repository.recount(session, archive.id, [passage.tags for passage in passages], each=1)
+    await recompile_agents(session, readers)
     return passages
 
 
@@ -157,9 +159,10 @@ async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id:
 
 
 async def delete_archive_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> None:
+    readers = await repository.lock_readers(session, archive_id)
     if await repository.delete_passages(session, archive_id, passage_ids) == 0:
         raise NotFound(f"Passage {passage_ids[0]!r} not found in archive {archive_id!r}.")
-    await recompile_agents(session, await repository.agent_ids_of(session, archive_id))
+    await recompile_agents(session, readers)
 
 
 async def list_agent_passages(

@@ -51,7 +51,7 @@ def load_app(settings: Settings, target: DatabaseTarget, *, forks: bool) -> uvic
     from memvm.main import create_app  # `memvm serve` imported it while its database started (serve.py)
 
     config = uvicorn.Config(
-        create_app(settings, database=target),
+        create_app(settings, database=target, tools_synced=True),  # preflight stored them (serve.py)
         host=settings.host,
         port=settings.port,
         log_level=settings.log_level,

@@ -1,5 +1,6 @@
 """What `memvm serve` makes sure of before anything listens: the port is free, the database runs,
-is reachable and migrated, and serving on this address without keys is allowed.
+is reachable and migrated, holds this code's built-in tools, and serving on this address without
+keys is allowed.
 
 Each check fails with CannotServe, whose message is the one line the command prints (what is
 wrong, and what to do) before it exits non-zero: a start that cannot serve must not bind the port
@@ -12,7 +13,7 @@ import socket
 from collections.abc import Callable
 
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm.accounts import service as accounts
 from memvm.accounts.exposure import ExposureRefused, check_exposure
@@ -55,7 +56,8 @@ def start_database(settings: Settings, meanwhile: Callable[[], None] | None = No
 
 
 def prepare_database(target: DatabaseTarget, settings: Settings) -> None:
-    """Connect, migrate (MEMVM_MIGRATE_ON_START) and check the exposure of the server, once."""
+    """Connect, migrate (MEMVM_MIGRATE_ON_START), store the built-in tools and check the exposure of the
+    server, once: the HTTP processes forked afterwards skip the tools (http_processes.load_app)."""
     asyncio.run(_prepare_database(target, settings))
 
 
@@ -72,7 +74,9 @@ async def _prepare_database(target: DatabaseTarget, settings: Settings) -> None:
             ) from None
         if settings.migrate_on_start:
             await _migrate(engine, target)
-        await _check_exposure(engine, settings)
+        sessionmaker = build_sessionmaker(engine)
+        await _sync_builtin_tools(sessionmaker)
+        await _check_exposure(sessionmaker, settings)
     finally:
         await engine.dispose()
 
@@ -88,11 +92,24 @@ async def _migrate(engine: AsyncEngine, target: DatabaseTarget) -> None:
         ) from None
 
 
-async def _check_exposure(engine: AsyncEngine, settings: Settings) -> None:
+async def _sync_builtin_tools(sessionmaker: "async_sessionmaker[AsyncSession]") -> None:
+    # Imported here: preflight loads before the app's modules, which load while the database starts.
+    from memvm.tools.service import sync_builtin_tools
+
+    try:
+        async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
+            await sync_builtin_tools(session)
+    except DBAPIError as error:
+        raise CannotServe(
+            f"cannot store the built-in tools: {_reason(error)}. Is the database migrated (`memvm db upgrade`)?"
+        ) from None
+
+
+async def _check_exposure(sessionmaker: "async_sessionmaker[AsyncSession]", settings: Settings) -> None:
     keys_required = bool(settings.admin_api_key)  # as the app reads it: an empty key is none
     if not keys_required:
         try:
-            async with transaction(build_sessionmaker(engine), ALL_ORGANIZATIONS) as session:
+            async with transaction(sessionmaker, ALL_ORGANIZATIONS) as session:
                 keys_required = await accounts.any_key_exists(session)
         except DBAPIError as error:
             raise CannotServe(

@@ -2,7 +2,7 @@
 
 from memvm.db.base import Base
 from memvm.orm.agent import Agent, AgentBlock
-from memvm.orm.archive import AgentArchive, Archive, Passage
+from memvm.orm.archive import AgentArchive, Archive, ArchiveTag, Passage
 from memvm.orm.block import Block, BlockChange
 from memvm.orm.conversation import Conversation, ConversationBlock
 from memvm.orm.file import AgentFile, FileChunk, FolderFile
@@ -24,6 +24,7 @@ __all__ = [
     "AgentTool",
     "ApiKey",
     "Archive",
+    "ArchiveTag",
     "Base",
     "Block",
     "BlockChange",

@@ -23,6 +23,9 @@ class Archive(TenantOwned, Timestamps, Base):
     embedding_model: Mapped[str] = mapped_column(String)
     embedding_dim: Mapped[int] = mapped_column(Integer)
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSONB, default=dict)
+    # Kept by every insert and delete of its passages (archives/repository.py), so a prompt's
+    # <memory_metadata> reads one row per archive instead of counting every passage.
+    passage_count: Mapped[int] = mapped_column(Integer, server_default="0")
 
 
 class AgentArchive(TenantOwned, Base):
@@ -64,3 +67,15 @@ class Passage(TenantOwned, Base):
     step_id: Mapped[str | None] = mapped_column(String)
     source_message_id: Mapped[str | None] = mapped_column(String)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.clock_timestamp())
+
+
+class ArchiveTag(TenantOwned, Base):
+    """How many of an archive's passages carry a tag, kept with the passages (archives/repository.py):
+    the prompt lists an agent's first tags from this index instead of unnesting every passage's."""
+
+    __tablename__ = "archive_tag"
+    __table_args__ = (tenant_foreign_key("archive_id", "archive", ondelete="CASCADE"),)
+
+    archive_id: Mapped[str] = mapped_column(String, primary_key=True)
+    tag: Mapped[str] = mapped_column(Text, primary_key=True)
+    passages: Mapped[int] = mapped_column(Integer)

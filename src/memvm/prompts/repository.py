@@ -6,7 +6,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, BindParameter, String, Update, UpdateBase, and_, bindparam, func, select, update
+from sqlalchemy import ARRAY, BindParameter, String, Update, UpdateBase, and_, bindparam, func, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.tenancy import organization_of_new_rows
@@ -16,11 +16,12 @@ from memvm.orm import (
     AgentBlock,
     AgentFile,
     AgentFolder,
+    Archive,
+    ArchiveTag,
     Block,
     Folder,
     FolderFile,
     Message,
-    Passage,
 )
 from memvm.orm.agent_links import HAS_IDENTITIES, HAS_RUNS
 
@@ -63,7 +64,8 @@ def _outside_counts() -> tuple[Any, Any, Any, Any]:
     """Per agent row: messages of its default conversation stored but out of the context window,
     passages in its archives, folders attached (none: no need to read its directories) and the
     first MAX_LISTED_TAGS distinct tags of those passages (the prompt lists them: read here, they
-    cost no statement of their own)."""
+    cost no statement of their own). Passages and tags come from their archives' counts (kept by
+    archives/repository.py), so they cost the same however many passages an archive holds."""
     recall = (
         select(func.count())
         .select_from(Message)
@@ -71,12 +73,33 @@ def _outside_counts() -> tuple[Any, Any, Any, Any]:
         .scalar_subquery()
     )
     archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
-    passages = select(func.count()).select_from(Passage).where(Passage.archive_id.in_(archives)).scalar_subquery()
+    stored = func.coalesce(func.sum(Archive.passage_count), 0)
+    passages = select(stored).where(Archive.id.in_(archives)).scalar_subquery()
     folders = select(func.count()).select_from(AgentFolder).where(AgentFolder.agent_id == Agent.id).scalar_subquery()
-    tag = func.unnest(Passage.tags).label("tag")
-    listed = select(tag).distinct().where(Passage.archive_id.in_(archives)).order_by(tag).limit(MAX_LISTED_TAGS)
-    tags = func.array(listed.scalar_subquery(), type_=ARRAY(String))
-    return recall, passages, folders, tags
+    return recall, passages, folders, _first_tags()
+
+
+def _first_tags() -> Any:
+    """The agent's first MAX_LISTED_TAGS distinct tags: each archive's first ones, read in order
+    from its tag index, hold every tag that can be among them, so no archive is read further."""
+    first_of_archive = (
+        select(ArchiveTag.tag)
+        .where(ArchiveTag.archive_id == AgentArchive.archive_id)
+        .order_by(ArchiveTag.tag)
+        .limit(MAX_LISTED_TAGS)
+        .lateral("first_of_archive")
+    )
+    tag = first_of_archive.c.tag
+    listed = (
+        select(tag)
+        .distinct()
+        .select_from(AgentArchive)
+        .join(first_of_archive, true())
+        .where(AgentArchive.agent_id == Agent.id)
+        .order_by(tag)
+        .limit(MAX_LISTED_TAGS)
+    )
+    return func.array(listed.scalar_subquery(), type_=ARRAY(String))
 
 
 # In id order, so concurrent recompiles of overlapping agent sets cannot deadlock. FOR NO KEY

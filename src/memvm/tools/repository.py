@@ -11,7 +11,17 @@ from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of
 from memvm.orm import AgentTool, Tool
 
-_BUILTIN_REFRESHED = ("description", "json_schema", "tool_type", "search_text")
+# What a start refreshes of a built-in tool, and so what sync_builtin_tools compares.
+BUILTIN_REFRESHED = ("description", "json_schema", "tool_type", "search_text")
+_STORED_BUILTINS = select(Tool.name, *(Tool.__table__.c[column] for column in BUILTIN_REFRESHED)).where(
+    Tool.organization_id.is_(None)
+)
+
+
+async def stored_builtins(session: AsyncSession) -> dict[str, dict[str, Any]]:
+    """The built-in tools' stored columns that upsert_builtin refreshes, by name: one SELECT."""
+    rows = await session.execute(_STORED_BUILTINS)
+    return {row.name: {column: row._mapping[column] for column in BUILTIN_REFRESHED} for row in rows}
 
 
 async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
@@ -25,14 +35,14 @@ async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
             index_elements=[Tool.name],
             index_where=Tool.organization_id.is_(None),
             set_={
-                **{column: excluded[column] for column in _BUILTIN_REFRESHED},
+                **{column: excluded[column] for column in BUILTIN_REFRESHED},
                 "embedding": None,
                 "embedding_model": None,
                 "embedding_dim": None,
                 "embed_claimed_at": None,
                 "embed_attempts": 0,
             },
-            where=or_(*(Tool.__table__.c[column].is_distinct_from(excluded[column]) for column in _BUILTIN_REFRESHED)),
+            where=or_(*(Tool.__table__.c[column].is_distinct_from(excluded[column]) for column in BUILTIN_REFRESHED)),
         )
     )
 

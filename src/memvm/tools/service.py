@@ -25,22 +25,32 @@ _NAME_INDEX = "uq_tool_organization_id_name"
 
 
 async def sync_builtin_tools(session: AsyncSession) -> None:
-    """Insert or refresh every built-in tool by name."""
+    """Insert or refresh the built-in tools whose stored rows differ from this code's (usually none: a
+    start then costs one SELECT rather than an upsert per tool)."""
+    stored = await repository.stored_builtins(session)
+    for row in _builtin_rows():
+        wanted = {column: row[column] for column in repository.BUILTIN_REFRESHED}
+        if stored.get(row["name"]) != wanted:
+            await repository.upsert_builtin(session, {"id": new_id("tool"), **row})
+
+
+def _builtin_rows() -> list[dict[str, Any]]:
+    rows = []
     for spec in BUILTIN_SPECS.values():
         schema = {"name": spec.name, "description": spec.description, "parameters": spec.parameters}
         tags = ["builtin"]
-        await repository.upsert_builtin(
-            session,
+        searchable = search_text(spec.name, spec.description, schema, tags)
+        rows.append(
             {
-                "id": new_id("tool"),
                 "name": spec.name,
                 "tool_type": TOOL_TYPES[spec.name],
                 "description": spec.description,
                 "json_schema": schema,
                 "tags": tags,
-                "search_text": search_text(spec.name, spec.description, schema, tags),
-            },
+                "search_text": searchable,
+            }
         )
+    return rows
 
 
 @dataclass(frozen=True)

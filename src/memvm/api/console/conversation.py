@@ -123,7 +123,7 @@ async def _start(
 
 
 async def _fragments(events: AsyncIterator[dict[str, Any]]) -> AsyncIterator[str]:
-    template = templates.env.get_template("_message.html")
+    template = templates().env.get_template("_message.html")
     async for event in events:
         fragment = template.render(message=event)
         lines = "".join(f"data: {line}\n" for line in fragment.splitlines() or [""])

@@ -7,19 +7,19 @@ the cookie holds a random value instead. Forms are protected against cross-site 
 browser must send the page's own Origin (when it sends one), and every change carries a token derived
 from the cookie, which another site cannot read."""
 
+import functools
 import hashlib
 import hmac
 import secrets
 from collections.abc import Callable, Coroutine
 from importlib.resources import files
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import RedirectResponse
 from fastapi.routing import APIRoute
-from fastapi.templating import Jinja2Templates
 
 from memvm.actors import Caller
 from memvm.api.auth import GateDep
@@ -28,6 +28,9 @@ from memvm.api.errors import describe_problems, status_of
 from memvm.api.storable import storable_input
 from memvm.errors import DomainError, Forbidden, Unauthenticated
 
+if TYPE_CHECKING:
+    from fastapi.templating import Jinja2Templates
+
 COOKIE = "memvm_console"
 CSRF_HEADER = "x-csrf-token"
 CSRF_FIELD = "csrf_token"
@@ -35,7 +38,15 @@ PREFIX = "/ui"
 SIGN_IN = f"{PREFIX}/sign-in"
 _SAFE_METHODS = {"GET", "HEAD", "OPTIONS"}
 
-templates = Jinja2Templates(directory=str(files("memvm.api.console").joinpath("templates")))
+
+@functools.cache
+def templates() -> "Jinja2Templates":
+    """The console's templates. Jinja2 loads on the first page a process renders: most servers never
+    render one, and their start would pay a tenth of a second of CPU for it."""
+    from fastapi.templating import Jinja2Templates
+
+    return Jinja2Templates(directory=str(files("memvm.api.console").joinpath("templates")))
+
 
 # What the console's pages may load: only their own scripts and styles, never inline ones.
 _SECURITY_HEADERS = {
@@ -100,7 +111,7 @@ ConsoleTx = Annotated[Transaction, Depends(_console_transaction)]
 def page(request: Request, template: str, status_code: int = 200, **context: Any) -> Response:
     cookie = request.cookies.get(COOKIE)
     context["csrf"] = csrf_token(cookie) if cookie else ""
-    return templates.TemplateResponse(request, template, context, status_code=status_code)
+    return templates().TemplateResponse(request, template, context, status_code=status_code)
 
 
 def is_htmx(request: Request) -> bool:
