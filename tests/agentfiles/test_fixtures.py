@@ -212,3 +212,20 @@ async def test_rules_naming_no_tool_and_bad_handles_are_listed_with_the_rest(cli
     del file["agents"][0]["model"], file["agents"][1]
     response = await upload(client, json.dumps(file).encode())
     assert response.status_code == 400 and "no_such_tool" in response.json()["problems"][0]
+
+
+async def test_an_imported_agents_inserts_go_to_its_first_archive(client, db):
+    file = json.loads((FIXTURES / "letta-0.16.8-sample.af").read_text())
+    file["archives"] = [
+        {"id": "archive-0", "name": "notes", "passages": [{"text": "Ada reads on Sundays"}]},
+        {"id": "archive-1", "name": "spare", "passages": []},
+    ]
+    file["agents"][0]["archive_ids"] = ["archive-0", "archive-1"]
+    [agent_id] = (await upload(client, json.dumps(file).encode())).json()["agent_ids"]
+
+    default = "SELECT archive.name FROM agent JOIN archive ON archive.id = agent.default_archive_id WHERE agent.id = $1"
+    assert await db.fetchval(default, agent_id) == "notes"
+    inserted = await client.post(f"/v1/agents/{agent_id}/archival-memory", json={"text": "and on Mondays"})
+    assert inserted.status_code == 200, inserted.text
+    assert await db.fetchval("SELECT count(*) FROM archive") == 2  # no new archive of its own
+    assert await db.fetchval("SELECT passage_count FROM archive WHERE name = 'notes'") == 2

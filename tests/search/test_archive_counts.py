@@ -9,6 +9,7 @@ from memvm.archives import service as archives
 from memvm.archives.schemas import ArchiveCreate, PassageCreate
 from memvm.db.uow import transaction
 from memvm.embeddings.ports import EmbeddingModel
+from memvm.prompts.service import recompiles_at_end
 from tests.support.api import compiled_prompt, create_agent
 from tests.support.pg import until_waiting
 
@@ -128,3 +129,27 @@ async def test_a_tag_deleted_to_zero_while_another_transaction_adds_it_counts_on
 
     assert [tuple(row) for row in await db.fetch("SELECT tag, passages FROM archive_tag")] == [("new", 1)]
     assert await db.fetchval("SELECT passage_count FROM archive") == 1
+
+
+async def test_inside_a_turn_an_insert_locks_no_other_reader_before_the_steps_end(sessionmaker, db, client):
+    """A step locks the agents whose prompts it changed at its end, after the blocks it locked
+    (recompiles_at_end); an insert into a shared archive mid-step must not take the other readers then."""
+    archive_id = await new_archive(sessionmaker)
+    readers = [(await create_agent(client))["id"] for _ in range(2)]
+    for agent_id in readers:
+        await db.execute(
+            "INSERT INTO agent_archive (organization_id, agent_id, archive_id) VALUES ($1, $2, $3)",
+            DEFAULT_ORGANIZATION_ID,
+            agent_id,
+            archive_id,
+        )
+    holder = db.transaction()
+    await holder.start()
+    await db.execute("SELECT 1 FROM agent WHERE id = $1 FOR NO KEY UPDATE", readers[1])  # another turn holds it
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session, recompiles_at_end(session):
+        try:
+            await asyncio.wait_for(insert_tagged(session, archive_id, "mid-step"), timeout=5)
+        finally:
+            await holder.rollback()  # the other turn ends; the step's end then recompiles both
+    for agent_id in readers:
+        assert "mid-step" in await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent_id)

@@ -166,7 +166,9 @@ class _Writer:
             model = EmbeddingModel.of(self.embedders.for_handle(agent.embedding))
             await archives.attach_archive(self.session, agent, archive_id, model)
         if archive_ids:
-            agent.default_archive_id = archive_ids[0]
+            # create_agent leaves its agent out of the session: the change goes to the session's own copy.
+            stored = await agents.get_agent(self.session, agent.id)
+            stored.default_archive_id = agent.default_archive_id = archive_ids[0]
 
     async def _tools(self) -> dict[str, str]:
         """File tool id → memvm tool id: built-ins by name; custom tools reused by name unless

@@ -1,16 +1,19 @@
 """All agent SQL."""
 
 from collections.abc import Sequence
-from typing import Any
+from datetime import datetime
+from typing import Any, NamedTuple
 
-from sqlalchemy import Select, bindparam, delete, insert, select, update
+from sqlalchemy import Select, bindparam, delete, func, insert, join, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
+from memvm.blocks.service import NEW_BLOCK_WRITES, STORED_BLOCKS
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import owned
-from memvm.orm import Agent, AgentBlock, Block
+from memvm.orm import Agent, AgentBlock, Block, Tool
 from memvm.orm.agent_links import WITH_LINKS
+from memvm.tools.service import LINKED_CHOSEN
 
 # The hottest reads are built once, with bound parameters: building the expression per request
 # showed in the profile.
@@ -160,3 +163,62 @@ async def set_pending_approval(session: AsyncSession, agent_id: str, pending: di
 
 async def model_handles(session: AsyncSession) -> list[str]:
     return list(await session.scalars(select(Agent.model).where(Agent.model.is_not(None)).distinct().order_by(Agent.model)))
+
+
+# A new agent's row, its new blocks, their history, its attachments and its tools' links, in one
+# statement built once (its parameters: `new_agent_parameters`, blocks.service.new_block_parameters
+# and tools.service.chosen_link_parameters). Nothing is read back: it answers with what the server
+# stamps (the timestamps) and the tools it linked, in their order; the foreign keys between the rows
+# are checked at its end, when all are in. Core for the agent, as for the blocks: the ORM's flush
+# would take a statement of its own.
+_AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
+_STAMPED = frozenset({"created_at", "updated_at"})  # by the server's clock
+_AGENT_ATTRIBUTES = {c.name: Agent.__mapper__.get_property_by_column(c).key for c in _AGENT_TABLE.c if c.name not in _STAMPED}
+# Shared with the blocks' and the tools' writes; the other columns' parameters are `agent_<column>`.
+_SHARED_PARAMETERS = {"organization_id": "organization_id", "id": "agent_id"}
+
+
+def _parameter(column: str) -> str:
+    return _SHARED_PARAMETERS.get(column, f"agent_{column}")
+
+
+_NEW_AGENT = (
+    insert(_AGENT_TABLE)
+    .values({name: bindparam(_parameter(name), type_=_AGENT_TABLE.c[name].type) for name in _AGENT_ATTRIBUTES})
+    .returning(_AGENT_TABLE.c.created_at, _AGENT_TABLE.c.updated_at)
+    .cte("new_agent")
+)
+_BLOCK_TIMES = select(
+    func.array_agg(STORED_BLOCKS.c.id).label("block_ids"),
+    func.array_agg(STORED_BLOCKS.c.created_at).label("blocks_created_at"),
+    func.array_agg(STORED_BLOCKS.c.updated_at).label("blocks_updated_at"),
+).subquery("block_times")
+_TOOLS = join(LINKED_CHOSEN, Tool, LINKED_CHOSEN.c.tool_id == Tool.id)
+_CREATE = (  # one row per tool (one with no tool if none): the agent's and the blocks' times on each
+    select(_NEW_AGENT.c.created_at, _NEW_AGENT.c.updated_at, *_BLOCK_TIMES.c, Tool)
+    .select_from(_NEW_AGENT.join(_BLOCK_TIMES, true()).outerjoin(_TOOLS, true()))
+    .add_cte(*NEW_BLOCK_WRITES)
+    .order_by(LINKED_CHOSEN.c.position)
+)
+
+
+class Stored(NamedTuple):
+    """What the server stamped on a new agent and its new blocks, and the tools it linked, in order."""
+
+    created_at: datetime
+    updated_at: datetime
+    block_times: dict[str, tuple[datetime, datetime]]  # by block id: created_at, updated_at
+    tools: list[Tool]
+
+
+def new_agent_parameters(agent: Agent) -> dict[str, Any]:
+    """The agent row's parameters of `insert_new` but its organization (the blocks' parameters name it)."""
+    return {_parameter(name): getattr(agent, key) for name, key in _AGENT_ATTRIBUTES.items() if name != "organization_id"}
+
+
+async def insert_new(session: AsyncSession, parameters: dict[str, Any]) -> Stored:
+    rows = (await session.execute(_CREATE, parameters)).all()
+    first = rows[0]
+    created = zip(first.blocks_created_at or (), first.blocks_updated_at or (), strict=True)
+    times = dict(zip(first.block_ids or (), created, strict=True))
+    return Stored(first.created_at, first.updated_at, times, [row.Tool for row in rows if row.Tool is not None])

@@ -90,18 +90,29 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     )
     created = [blocks.new_block(spec) for spec in data.memory_blocks]  # all checked before anything is stored
     compile_new_agent(agent, [*created, *existing])  # stored with its row: no recompile to lock and re-read it
-    session.add(agent)
-    await session.flush()  # first: the attachments refer to it
-    # The new blocks, their history and every attachment in one statement, which has PostgreSQL
-    # number the attachments (`position`, an identity) in the order given, so the prompt keeps it.
-    attached = [*await blocks.store_new_blocks(session, created, actor=actor, attach_to=agent.id, attached=existing), *existing]
-    chosen_tools = await tools.attach_to_new_agent(session, agent.id, _initial_tool_names(data), data.tool_ids)
+    tool_names = _initial_tool_names(data)
+    # The row, the new blocks, their history, every attachment and the tools' links in one statement,
+    # which has PostgreSQL number the attachments (`position`, an identity) in the order given, so the
+    # prompt keeps it. The rows stay out of the session: nothing else in this unit of work reads them.
+    stored = await repository.insert_new(
+        session,
+        {
+            **repository.new_agent_parameters(agent),
+            **blocks.new_block_parameters(session, created, actor=actor, attach_to=agent_id, attached=existing),
+            **tools.chosen_link_parameters(session, agent_id, tool_names, data.tool_ids),
+        },
+    )
+    agent.created_at, agent.updated_at = stored.created_at, stored.updated_at
+    for block in created:
+        block.created_at, block.updated_at = stored.block_times[block.id]
+    chosen_tools = tools.check_chosen(tool_names, data.tool_ids, stored.tools)
     if folder_ids:
-        await files.set_folders(session, agent.id, folder_ids)  # after the tools: the file tools come with them
-        await recompile_agents(session, [agent.id])  # its prompt lists the folders' files
+        await files.set_folders(session, agent_id, folder_ids)  # after the tools: the file tools come with them
+        # Its prompt lists the folders' files; the recompile stamps the row again, as now read.
+        [agent] = await recompile_agents(session, [agent_id])
     if data.identity_ids:
-        await identities.set_agent_identities(session, agent.id, data.identity_ids)
-    return NewAgent(agent, attached, chosen_tools)
+        await identities.set_agent_identities(session, agent_id, data.identity_ids)
+    return NewAgent(agent, [*created, *existing], chosen_tools)
 
 
 def _initial_tool_names(data: AgentCreate) -> list[str]:

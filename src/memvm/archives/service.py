@@ -18,7 +18,7 @@ from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import Conflict, NotFound
 from memvm.ids import new_id
 from memvm.orm import Agent, AgentArchive, Archive, Passage
-from memvm.prompts.service import recompile_agents
+from memvm.prompts.service import recompile_agents, recompiles_deferred
 
 
 async def create_archive(session: AsyncSession, data: ArchiveCreate, model: EmbeddingModel) -> Archive:
@@ -124,7 +124,7 @@ async def insert_passages(
 ) -> list[Passage]:
     if model.model != archive.embedding_model:
         raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
-    readers = await repository.lock_readers(session, archive.id)
+    readers = await _readers(session, archive.id)
     passages = [
         Passage(
             id=new_id("passage"),
@@ -159,10 +159,21 @@ async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id:
 
 
 async def delete_archive_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> None:
-    readers = await repository.lock_readers(session, archive_id)
+    readers = await _readers(session, archive_id)
     if await repository.delete_passages(session, archive_id, passage_ids) == 0:
         raise NotFound(f"Passage {passage_ids[0]!r} not found in archive {archive_id!r}.")
     await recompile_agents(session, readers)
+
+
+async def _readers(session: AsyncSession, archive_id: str) -> list[str]:
+    """The agents whose prompts a change of the archive's passages changes. Outside a turn they are
+    locked before the archive's counts, in the recompile's order (see repository.lock_readers).
+    Inside one (recompiles deferred) they are locked at the step's end, after the blocks it locked,
+    as `recompiles_at_end` orders it: taking them mid-step would hold other agents while a later
+    call of the step waits for a block."""
+    if recompiles_deferred(session):
+        return await repository.agent_ids_of(session, archive_id)
+    return await repository.lock_readers(session, archive_id)
 
 
 async def list_agent_passages(

@@ -1,6 +1,6 @@
 """All block SQL."""
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -19,13 +19,11 @@ from sqlalchemy import (
     select,
     tuple_,
 )
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
-from sqlalchemy.sql.expression import ColumnElement, TableValuedAlias
 
 from memvm.actors import Actor
-from memvm.db.dml import rows_affected
+from memvm.db.dml import json_rows, rows_affected
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import AgentBlock, Block, BlockChange
@@ -85,13 +83,22 @@ def _by(actor: Actor) -> dict[str, str | None]:
     return dict(zip(_WHO, (actor.type, actor.id, actor.step_id, actor.run_id, actor.tool_call_id), strict=True))
 
 
-async def insert_new(
-    session: AsyncSession, blocks: Sequence[Block], *, actor: Actor, links: Sequence[tuple[str, str, str]] = ()
-) -> list[Block]:
-    """Store validated new blocks, the history rows of their creation and `links` (agent_id, block_id,
-    label: a new agent's attachments, in prompt order) in one statement; the blocks as stored (with
-    their timestamps), in the order given. The ORM would take a statement per table."""
-    params = {
+async def insert_new(session: AsyncSession, blocks: Sequence[Block], *, actor: Actor) -> list[Block]:
+    """Store validated new blocks and the history rows of their creation in one statement; the blocks
+    as stored (with their timestamps), in the order given. The ORM would take a statement per table."""
+    if not blocks:
+        return []
+    params = new_block_parameters(session, blocks, actor=actor, links=())
+    by_id = {block.id: block for block in await session.scalars(_INSERT_BLOCKS, params)}
+    return [by_id[block.id] for block in blocks]
+
+
+def new_block_parameters(
+    session: AsyncSession, blocks: Sequence[Block], *, actor: Actor, links: Sequence[tuple[str, str, str]]
+) -> dict[str, Any]:
+    """The parameters of the statements that store new blocks (`insert_new`, NEW_BLOCK_WRITES); `links`:
+    (agent_id, block_id, label) of a new agent's attachments, in prompt order."""
+    return {
         "organization_id": organization_of_new_rows(session.sync_session, "Block"),
         "blocks": [{c.name: getattr(block, a) for a, c in _NEW_BLOCK_COLUMNS.items()} for block in blocks],
         "links": [
@@ -99,32 +106,19 @@ async def insert_new(
         ],
         **_by(actor),
     }
-    if not blocks:
-        if links:
-            await session.execute(_INSERT_LINKS, params)
-        return []
-    by_id = {block.id: block for block in await session.scalars(_INSERT_BLOCKS_AND_LINKS if links else _INSERT_BLOCKS, params)}
-    return [by_id[block.id] for block in blocks]
 
 
-def _rows(columns: Iterable[ColumnElement[Any]], parameter: str) -> TableValuedAlias:
-    """The rows of a JSON array parameter (objects by column name) as a table of `columns`."""
-    table = func.jsonb_to_recordset(bindparam(parameter, type_=JSONB)).table_valued(*(column(c.name, c.type) for c in columns))
-    return table.render_derived(with_types=True)
-
-
-# Built once, the rows going in as JSON parameters: a statement with a VALUES row per row has no
-# cache key, so SQLAlchemy would compile it on every call, and building it showed in the profile.
+# Built once, the rows going in as JSON parameters (json_rows): building a statement per call showed in the profile.
 _NEW_BLOCK_COLUMNS = {attribute: Block.__mapper__.columns[attribute] for attribute in _NEW_BLOCK}
 _ORGANIZATION = bindparam("organization_id", type_=String)
-_LINKED = _rows([column(name, String) for name in ("agent_id", "block_id", "label")] + [column("n", Integer)], "links")
+_LINKED = json_rows([column(name, String) for name in ("agent_id", "block_id", "label")] + [column("n", Integer)], "links")
 _LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]  # Core: alone, the ORM takes this for a bulk INSERT
 _LINKS = _LINK_TABLE.c
-_INSERT_LINKS = insert(_LINK_TABLE).from_select(
+_LINK_ROWS = insert(_LINK_TABLE).from_select(
     [_LINKS.organization_id, _LINKS.agent_id, _LINKS.block_id, _LINKS.label],
     select(_ORGANIZATION, _LINKED.c.agent_id, _LINKED.c.block_id, _LINKED.c.label).order_by(_LINKED.c.n),  # `position`'s order
 )
-_GIVEN = _rows(_NEW_BLOCK_COLUMNS.values(), "blocks")
+_GIVEN = json_rows(_NEW_BLOCK_COLUMNS.values(), "blocks")
 _STORED = (
     insert(Block)
     .from_select([Block.organization_id, *(getattr(Block, a) for a in _NEW_BLOCK)], select(_ORGANIZATION, *_GIVEN.c))
@@ -143,8 +137,13 @@ _HISTORY = insert(BlockChange).from_select(
         *(getattr(_NEW, a) for a in _STATE),
     ),
 )
-_INSERT_BLOCKS = select(_NEW).add_cte(_HISTORY.cte("history"))
-_INSERT_BLOCKS_AND_LINKS = _INSERT_BLOCKS.add_cte(_INSERT_LINKS.cte("link"))
+_HISTORY_CTE = _HISTORY.cte("history")
+_LINKS_CTE = _LINK_ROWS.cte("link")
+_INSERT_BLOCKS = select(_NEW).add_cte(_HISTORY_CTE)
+# The same writes, for a statement that stores more (a new agent's, agents/repository.py): the new
+# blocks as stored (STORED_BLOCKS, its columns the table's), their history and the attachments.
+STORED_BLOCKS = _STORED
+NEW_BLOCK_WRITES = (_STORED, _HISTORY_CTE, _LINKS_CTE)
 
 
 async def history_rows(

@@ -55,17 +55,22 @@ async def create_blocks(
     created = [new_block(spec) for spec in specs]
     for block, version in zip(created, versions, strict=False):
         block.version = version or block.version
-    return await store_new_blocks(session, created, actor=actor)
+    return await repository.insert_new(session, created, actor=actor)
 
 
-async def store_new_blocks(
-    session: AsyncSession, created: Sequence[Block], *, actor: Actor, attach_to: str | None = None, attached: Sequence[Block] = ()
-) -> list[Block]:
-    """Store blocks made by `new_block` with their history, in one statement; the blocks as stored.
-    `attach_to`: a new agent (already flushed) that the blocks, then `attached`, are attached to in
-    that order, in the same statement."""
-    links = [(attach_to, block.id, block.label) for block in [*created, *attached]] if attach_to else []
-    return await repository.insert_new(session, created, actor=actor, links=links)
+# A new agent is stored with its blocks in one statement (agents/repository.py): these are the
+# blocks' writes in it and the blocks as it stores them (the table's columns).
+NEW_BLOCK_WRITES = repository.NEW_BLOCK_WRITES
+STORED_BLOCKS = repository.STORED_BLOCKS
+
+
+def new_block_parameters(
+    session: AsyncSession, created: Sequence[Block], *, actor: Actor, attach_to: str, attached: Sequence[Block]
+) -> dict[str, Any]:
+    """NEW_BLOCK_WRITES' parameters: store `created` (made by `new_block`) with their history, and
+    attach them, then `attached`, to the agent `attach_to` in that order."""
+    links = [(attach_to, block.id, block.label) for block in [*created, *attached]]
+    return repository.new_block_parameters(session, created, actor=actor, links=links)
 
 
 async def get_block(session: AsyncSession, block_id: str) -> Block:

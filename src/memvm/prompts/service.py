@@ -100,6 +100,11 @@ async def recompiles_at_end(session: AsyncSession) -> AsyncIterator[None]:
     await recompile_agents(session, pending)
 
 
+def recompiles_deferred(session: AsyncSession) -> bool:
+    """Whether this unit of work runs inside `recompiles_at_end` (a turn's step)."""
+    return _DEFERRED_RECOMPILES in session.info
+
+
 @contextmanager
 def recompiles_dropped_on_error(session: AsyncSession) -> Iterator[None]:
     """Around a savepoint inside `recompiles_at_end`: when an error rolls the writes back, the

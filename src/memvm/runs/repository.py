@@ -4,11 +4,15 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from sqlalchemy import Select, bindparam, func, select, text, update
+from sqlalchemy import CTE, Integer, Select, String, Update, bindparam, column, func, insert, literal_column, select, text, update
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.orm.attributes import set_committed_value
 
-from memvm.orm import Run, RunEvent, Step
+from memvm.db.base import Base
+from memvm.db.dml import json_rows, row_of
+from memvm.db.tenancy import organization_of_new_rows
+from memvm.orm import Message, Run, RunEvent, Step
 from memvm.orm.conversation import in_conversation
 
 _in_conversation = partial(in_conversation, Run.conversation_id)  # threads.py's names
@@ -112,15 +116,46 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
     return list(await session.scalars(query))
 
 
-async def fail_running(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[str]:
-    """Mark the conversation's `running` runs failed (the caller knows no process runs them)."""
-    query = (
+# Constants, not parameters: in a statement that also sets a run's status they would share its parameter's name.
+_FAILED = {"status": literal_column("'failed'"), "stop_reason": literal_column("'error'"), "completed_at": func.now()}
+
+
+def _running_in(agent_id: str, conversation_id: str | None) -> Update:
+    """Fail the conversation's `running` runs (the caller knows no process runs them)."""
+    return (
         update(Run)
         .where(Run.agent_id == agent_id, _in_conversation(conversation_id), Run.status == "running")
-        .values(status="failed", stop_reason="error", completed_at=func.now())
+        .values(_FAILED)
         .returning(Run.id)
     )
-    return list(await session.scalars(query))
+
+
+async def fail_running(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[str]:
+    return list(await session.scalars(_running_in(agent_id, conversation_id)))
+
+
+def _orphans(session: AsyncSession, agent_id: str, conversation_id: str | None) -> CTE:
+    """fail_running's UPDATE as part of another statement, its organization named (the session's
+    scoping is not relied on inside a CTE)."""
+    organization_id = organization_of_new_rows(session.sync_session, "Run")
+    return _running_in(agent_id, conversation_id).where(Run.organization_id == organization_id).cte("orphans")
+
+
+async def insert_running(session: AsyncSession, run: Run) -> Run:
+    """Store the new `running` run, failing the conversation's orphaned `running` runs in the same
+    statement; the run as stored."""
+    values = {c.key: getattr(run, c.key) for c in Run.__mapper__.column_attrs if getattr(run, c.key) is not None}
+    values["organization_id"] = organization_of_new_rows(session.sync_session, "Run")
+    query = insert(Run).values(values).returning(Run).add_cte(_orphans(session, run.agent_id, run.conversation_id))
+    return (await session.scalars(query)).one()
+
+
+async def resume_queued(session: AsyncSession, run_id: str, agent_id: str, conversation_id: str | None) -> Run | None:
+    """Mark the queued run `running`, failing the conversation's orphaned `running` runs in the same
+    statement; the run as stored, None if there is no such run."""
+    orphans = _orphans(session, agent_id, conversation_id)
+    query = update(Run).where(Run.id == run_id).values(status="running").returning(Run).add_cte(orphans)
+    return await session.scalar(query, execution_options={"populate_existing": True})
 
 
 async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> None:
@@ -130,12 +165,7 @@ async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> 
 
 async def fail_if(session: AsyncSession, run_id: str, status: str) -> bool:
     """Mark the run failed if it is still `status` (the caller knows no process will go on with it)."""
-    query = (
-        update(Run)
-        .where(Run.id == run_id, Run.status == status)
-        .values(status="failed", stop_reason="error", completed_at=func.now())
-        .returning(Run.id)
-    )
+    query = update(Run).where(Run.id == run_id, Run.status == status).values(_FAILED).returning(Run.id)
     return (await session.scalar(query)) is not None
 
 
@@ -157,3 +187,41 @@ async def newest_run(
     if active_only:
         query = query.where(Run.status.in_(("created", "running")))
     return await session.scalar(query.order_by(Run.created_at.desc()).limit(1))
+
+
+# A step's row and the messages it stores go in one statement, built once, the rows as JSON parameters
+# (json_rows). What the database fills in is the organization, the messages' seq and the timestamps.
+_FILLED_IN = {"organization_id", "seq", "fts", "embedding", "tags", "created_at"}
+_STEP_TABLE, _MESSAGE_TABLE = (Base.metadata.tables[model.__tablename__] for model in (Step, Message))  # Core: one statement
+_STEP_COLUMNS = [c for c in _STEP_TABLE.c if c.name not in _FILLED_IN]
+_MESSAGE_COLUMNS = [c for c in _MESSAGE_TABLE.c if c.name not in _FILLED_IN]
+_ORGANIZATION = bindparam("organization_id", type_=String)
+_GIVEN_STEP = json_rows(_STEP_COLUMNS, "step")
+_GIVEN_MESSAGES = json_rows([*_MESSAGE_COLUMNS, column("n", Integer)], "messages")
+_NEW_STEP = insert(_STEP_TABLE).from_select(
+    ["organization_id", *(c.name for c in _STEP_COLUMNS)], select(_ORGANIZATION, *_GIVEN_STEP.c)
+)
+_INSERT_STEP_AND_MESSAGES = (
+    insert(_MESSAGE_TABLE)
+    .from_select(
+        ["organization_id", *(c.name for c in _MESSAGE_COLUMNS)],
+        select(_ORGANIZATION, *(_GIVEN_MESSAGES.c[c.name] for c in _MESSAGE_COLUMNS)).order_by(_GIVEN_MESSAGES.c.n),  # seq order
+    )
+    .returning(*(_MESSAGE_TABLE.c[name] for name in ("id", "organization_id", "seq", "created_at")))
+    .add_cte(_NEW_STEP.cte("new_step"))
+)
+
+
+async def insert_step(session: AsyncSession, step: Step, messages: Sequence[Message]) -> None:
+    """Store the step's row and its messages (in the order given) in one statement; the messages'
+    objects get what the database filled in, as a flush would have given them."""
+    given = [row_of(message, _MESSAGE_COLUMNS) for message in messages]
+    params = {
+        "organization_id": organization_of_new_rows(session.sync_session, "Step"),
+        "step": [row_of(step, _STEP_COLUMNS)],
+        "messages": [row | {"n": n} for n, row in enumerate(given)],
+    }
+    filled_in = {row.id: row._asdict() for row in await session.execute(_INSERT_STEP_AND_MESSAGES, params)}
+    for message, row in zip(messages, given, strict=True):
+        for name, value in (row | filled_in[message.id]).items():
+            set_committed_value(message, name, value)

@@ -11,7 +11,7 @@ from memvm.db.pagination import PageRequest, fetch_page
 from memvm.db.tenancy import owned
 from memvm.errors import NotFound
 from memvm.ids import new_id
-from memvm.orm import Run, RunEvent, Step
+from memvm.orm import Message, Run, RunEvent, Step
 from memvm.runs import repository, traces
 from memvm.runs.clock import RunClock
 from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, StepFeedback, status_after
@@ -36,15 +36,17 @@ async def start_run(
     request_config: dict[str, Any],
     run_id: str | None = None,
 ) -> Run:
-    """The running turn's run: a new one, or the background run created when it was queued."""
+    """The running turn's run: a new one, or the background run created when it was queued. The
+    conversation's runs left `running` fail in the same statement (fail_orphans): call it holding the
+    conversation's turn lock."""
     if run_id is not None:
-        run = await get_run(session, run_id)
-        run.status = "running"
-        return run
+        resumed = await repository.resume_queued(session, run_id, agent_id, conversation_id)
+        if resumed is None:
+            raise NotFound(f"Run {run_id!r} not found.")
+        return resumed
     run = Run(id=new_id("run"), agent_id=agent_id, conversation_id=conversation_id, status="running")
     run.request_config = request_config
-    session.add(run)
-    return run
+    return await repository.insert_running(session, run)
 
 
 async def queue_run(
@@ -119,6 +121,11 @@ async def finish_run(session: AsyncSession, run_id: str, *, stop_reason: str, us
 
 def record_step(session: AsyncSession, step: Step) -> None:
     session.add(step)
+
+
+async def store_step(session: AsyncSession, step: Step, messages: Sequence[Message]) -> None:
+    """The step's row and the messages it stores, in one statement."""
+    await repository.insert_step(session, step, messages)
 
 
 async def get_run(session: AsyncSession, run_id: str) -> Run:

@@ -94,24 +94,23 @@ _CHOSEN = (
     .where(or_(Tool.name == func.any(_NAMES), Tool.id == func.any(_IDS)))
     .order_by(_CHOSEN_ORDER)
 )
-_LINKED = (
+# Built once; a CTE of the statement that stores a new agent (agents/repository.py), which reads
+# its `tool_id` and `position`.
+LINKED_CHOSEN = (
     insert(AgentTool)
     .from_select([AgentTool.organization_id, AgentTool.agent_id, AgentTool.tool_id], _CHOSEN)
     .returning(AgentTool.tool_id, AgentTool.position)
     .cte("linked")
 )
-_LINK_CHOSEN = select(Tool).join(_LINKED, _LINKED.c.tool_id == Tool.id).order_by(_LINKED.c.position)
 
 
-async def link_chosen(session: AsyncSession, agent_id: str, names: Sequence[str], ids: Sequence[str]) -> list[Tool]:
-    """Link the tools with these names, then those with these ids, to the agent, in that order, and
-    return them in it: one statement, the INSERT … SELECT in a CTE. A name or id matching no tool is
-    left out (the caller compares). The statement is a SELECT, so the session scopes the tools it
-    picks to the organization (db/tenancy.py); the links it inserts are stamped with it here, as no
-    flush sees them."""
+def chosen_link_parameters(session: AsyncSession, agent_id: str, names: Sequence[str], ids: Sequence[str]) -> dict[str, Any]:
+    """LINKED_CHOSEN's parameters: link the tools with these names, then those with these ids, to
+    the agent, in that order. A name or id matching no tool is left out (the caller compares). The
+    statement must be an ORM statement, so the session scopes the tools it picks to the
+    organization (db/tenancy.py); the links it inserts are stamped with it here, as no flush sees them."""
     organization_id = organization_of(session.sync_session)
-    parameters = {"organization_id": organization_id, "agent_id": agent_id, "names": list(names), "ids": list(ids)}
-    return list(await session.scalars(_LINK_CHOSEN, parameters))
+    return {"organization_id": organization_id, "agent_id": agent_id, "names": list(names), "ids": list(ids)}
 
 
 _OF_AGENTS = (  # read on every agent view and turn: built once, with bound parameters

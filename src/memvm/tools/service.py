@@ -275,14 +275,15 @@ async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Too
     await session.flush()  # one multi-row INSERT; `position` follows the order added (as for blocks)
 
 
-async def attach_to_new_agent(session: AsyncSession, agent_id: str, names: Sequence[str], tool_ids: Sequence[str]) -> list[Tool]:
-    """Attach to an agent being created (it has no tools yet) the tools `names` names, then those
-    with `tool_ids`, each once and in that order, in one statement; returns them in it. An unknown
-    name is a 400 and an unknown id a 404, as `tools_by_name` and `get_tool` answer them: the
-    caller's transaction takes the links back."""
-    if not names and not tool_ids:
-        return []
-    linked = await repository.link_chosen(session, agent_id, names, tool_ids)
+# A new agent's tools are linked in the statement that stores it (agents/repository.py): the link
+# (its `tool_id` and `position`) and its parameters; `check_chosen` then checks what it linked.
+LINKED_CHOSEN = repository.LINKED_CHOSEN
+chosen_link_parameters = repository.chosen_link_parameters
+
+
+def check_chosen(names: Sequence[str], tool_ids: Sequence[str], linked: list[Tool]) -> list[Tool]:
+    """`linked`, the tools linked for `names` and `tool_ids`: an unknown name is a 400 and an unknown
+    id a 404, as `tools_by_name` and `get_tool` answer them (the caller's transaction takes the links back)."""
     _check_names_found(names, {tool.name for tool in linked})
     linked_ids = {tool.id for tool in linked}
     if missing := next((tool_id for tool_id in tool_ids if tool_id not in linked_ids), None):

@@ -8,8 +8,15 @@ import asyncio
 import os
 import sys
 import time
+from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+
+def mcp_server(name: str) -> Any:
+    """The SDK's server, imported only by the modes that speak MCP: importing it takes about a second,
+    which the modes that never answer would spend inside the client's connect timeout under test."""
+    from mcp.server.mcpserver import MCPServer
+
+    return MCPServer(name)
 
 
 def hang_initialize() -> None:
@@ -31,7 +38,7 @@ def flood() -> None:
 
 
 def crash_after_initialize() -> None:
-    server = MCPServer("crasher")
+    server = mcp_server("crasher")
 
     @server.tool()
     def echo(text: str) -> str:
@@ -43,7 +50,7 @@ def crash_after_initialize() -> None:
 
 
 def slow_tool() -> None:
-    server = MCPServer("sleeper")
+    server = mcp_server("sleeper")
 
     @server.tool()
     async def sleep() -> str:

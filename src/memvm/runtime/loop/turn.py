@@ -123,7 +123,6 @@ class Turn:
             mcp = await mcp_calls(session, deps.mcp, deps.sessionmaker, attached, deps.settings.mcp_call_timeout_seconds)
             window = await messages.chat_window(session, agent.id, conversation_id)
             system_prompt = await conversations.system_prompt(session, thread)
-            await runs.fail_orphans(session, agent.id, conversation_id)  # we hold the turn lock: none of its runs runs
             run = await runs.start_run(session, agent.id, conversation_id, request_config=request.run_config(), run_id=run_id)
             await conversations.note_send(session, thread)
         embedder = deps.embedders.for_handle(agent.embedding)
@@ -313,7 +312,9 @@ class Turn:
                 head = [answer_message(pending, self.answers, self.request.approval(), base)]
             else:
                 head = step_head(self.pending_inputs, completion, waiting, base, self.streamed_message_id)
-            session.add_all(head)
+            ready = without(completion, waiting)
+            early = head if ready.tool_calls else []  # the calls may read the conversation: what the step said comes first
+            session.add_all(early)
             await session.flush()
             context = ToolContext(
                 session,
@@ -329,14 +330,14 @@ class Turn:
                 settled=settled,
                 search=SearchTuning.of(self.deps.settings),
             )
-            ready = without(completion, waiting)
             # Answering a wait, the calls were offered when made; the step's offer does not apply.
             allowed = completion.tool_calls if self.answers is not None else self.offered_specs
             async with recompiles_at_end(session):
                 results, outcomes = await execute_all(context, ready.tool_calls, frozenset(e.name for e in allowed), base)
             stored, shown = [*head, *results], [*head[len(self.pending_inputs) :], *results]
             stop_reason = await self._conclude(session, ready, outcomes, (head[-1].id, waiting), base, stored)
-            runs.record_step(session, self.meter.row(step_id, base, calls=completion.tool_calls, stop_reason=stop_reason))
+            step = self.meter.row(step_id, base, calls=completion.tool_calls, stop_reason=stop_reason)
+            await runs.store_step(session, step, stored[len(early) :])
             if stop_reason is not None:  # the last step: the run ends in its transaction
                 if shown:
                     self.clock.saw_event()  # what the client is sent first is ready now
@@ -360,7 +361,7 @@ class Turn:
         stored: list[Message],
     ) -> str | None:
         """After the step's calls ran: wait for the client, stop, or go on (with a heartbeat when the
-        agent type or a broken rule asks for one). Adds what it stores to `stored`."""
+        agent type or a broken rule asks for one). Adds what it would store to `stored`."""
         self.invalid_streak = self.invalid_streak + 1 if outcomes and all(o.invalid_call for o in outcomes) else 0
         self.track.record(ready, outcomes)
         request_id, waiting = held  # the assistant message that made the waiting calls, and the calls
@@ -373,7 +374,6 @@ class Turn:
         if decision.stop_reason is None and (decision.nudge or self.agent.agent_type in HEARTBEAT_AGENT_TYPES):
             why = decision.nudge or policy.heartbeat_reason(outcomes)
             stored.append(heartbeat(why, base))
-            session.add(stored[-1])
         return decision.stop_reason
 
     async def _finish(self, stop_reason: str) -> None:

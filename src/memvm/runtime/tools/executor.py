@@ -44,7 +44,7 @@ HANDLERS: dict[str, Handler] = {
 async def execute_all(
     ctx: ToolContext, calls: Sequence[ToolCall], allowed: frozenset[str], base: Mapping[str, str | None]
 ) -> tuple[list[Message], list[ToolOutcome]]:
-    """Run the calls in order; their result messages (added to the step's transaction) and outcomes."""
+    """Run the calls in order; their result messages (for the caller to store with the step) and outcomes."""
     results: list[Message] = []
     outcomes: list[ToolOutcome] = []
     for call in calls:
@@ -64,7 +64,6 @@ async def execute_all(
                 **base,
             )
         )
-    ctx.session.add_all(results)
     return results, outcomes
 
 

@@ -1,0 +1,92 @@
+"""What a turn stores, row by row: the run it starts fails the conversation's runs a dead process left
+`running` (in the statement that creates it), and each step's row goes in with its messages (in one
+statement) with what a flush of the ORM objects stored: the order, the timestamps, the links."""
+
+import asyncio
+import json
+
+from tests.support.api import create_agent
+
+MODEL = {"model": "openai/scripted-model"}
+DEAD = "run-00000000-0000-4000-8000-0000000000{}"
+
+
+async def left_running(db, agent_id: str, conversation_id: str | None, suffix: str) -> str:
+    """A run its process died in the middle of."""
+    run_id = DEAD.format(suffix)
+    await db.execute(
+        "INSERT INTO run (id, agent_id, conversation_id, status, organization_id)"
+        " SELECT $1, id, $2, 'running', organization_id FROM agent WHERE id = $3",
+        run_id,
+        conversation_id,
+        agent_id,
+    )
+    return run_id
+
+
+async def statuses(db) -> dict[str, str]:
+    return {row["id"]: row["status"] for row in await db.fetch("SELECT id, status FROM run WHERE id LIKE 'run-00000000%'")}
+
+
+async def test_a_turn_fails_only_its_own_conversations_orphaned_runs_whether_it_starts_or_was_queued(client, llm, db):
+    agent = await create_agent(client, **MODEL)
+    one, other = [(await client.post("/v1/conversations/", params={"agent_id": agent["id"]})).json()["id"] for _ in "ab"]
+    in_one = await left_running(db, agent["id"], one, "a1")
+    in_other = await left_running(db, agent["id"], other, "b1")
+    in_default = await left_running(db, agent["id"], None, "c1")
+    llm.reply("Hello.").reply("Hello again.")
+
+    sent = await client.post(f"/v1/conversations/{one}/messages", json={"input": "hi", "streaming": False})
+    after_turn = await statuses(db)
+    queued = (await client.post(f"/v1/agents/{agent['id']}/messages/async", json={"input": "hi"})).json()
+    for _ in range(400):  # the background run starts from its stored `created` row
+        if (await client.get(f"/v1/runs/{queued['id']}")).json()["status"] == "completed":
+            break
+        await asyncio.sleep(0.025)
+    after_background = await statuses(db)
+    failed = await db.fetch("SELECT stop_reason, completed_at FROM run WHERE id = ANY($1)", [in_one, in_default])
+
+    assert sent.status_code == 200, sent.text
+    assert after_turn == {in_one: "failed", in_other: "running", in_default: "running"}
+    assert after_background == {in_one: "failed", in_other: "running", in_default: "failed"}
+    assert [(row["stop_reason"], row["completed_at"] is not None) for row in failed] == [("error", True)] * 2
+
+
+async def test_a_turns_message_and_step_rows_are_what_a_flush_of_its_objects_stored(client, llm, db):
+    agent = await create_agent(client, **MODEL)
+    llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Bob", "new_string": "Robert"})])
+    llm.reply("Noted, Robert.")
+
+    sent = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "Call me Robert"})
+    body = sent.json()
+    run_id = body["usage"]["run_ids"][0]
+    organization = await db.fetchval("SELECT organization_id FROM agent WHERE id = $1", agent["id"])
+    rows = await db.fetch("SELECT * FROM message WHERE run_id = $1 ORDER BY seq", run_id)
+    steps = await db.fetch("SELECT * FROM step WHERE run_id = $1 ORDER BY created_at", run_id)
+
+    assert sent.status_code == 200, sent.text
+    assert [(m["role"], m["kind"]) for m in rows] == [
+        ("user", "message"),
+        ("assistant", "message"),
+        ("tool", "message"),
+        ("assistant", "message"),
+    ]
+    assert [m["created_at"] for m in rows] == sorted(m["created_at"] for m in rows)
+    assert len({m["created_at"] for m in rows}) == len(rows)  # each row stamped as it was stored
+    assert [m["step_id"] for m in rows] == [steps[0]["id"]] * 3 + [steps[1]["id"]]
+    assert {m["organization_id"] for m in rows} == {s["organization_id"] for s in steps} == {organization}
+    assert [(m["in_context"], m["conversation_id"]) for m in rows] == [(True, None)] * 4  # (the embedding worker may be at them)
+    user, call, result, answer = rows
+    assert (user["content"], answer["content"], answer["tool_calls"]) == ("Call me Robert", "Noted, Robert.", None)
+    [made] = json.loads(call["tool_calls"])
+    assert (made["name"], json.loads(made["arguments"])["new_string"]) == ("memory_replace", "Robert")
+    assert (result["tool_call_id"], result["tool_name"], result["tool_status"]) == (made["id"], "memory_replace", "success")
+    assert [(json.loads(s["tool_calls"]), s["stop_reason"], s["status"]) for s in steps] == [
+        (["memory_replace"], None, "success"),
+        ([], "end_turn", "success"),
+    ]
+    assert all(json.loads(s["tags"]) == [] and s["prompt_tokens"] > 0 for s in steps)
+    # What the client was shown comes from the objects: they carry what the database filled in.
+    shown = {m["id"]: m["date"] for m in body["messages"]}
+    assert shown == {m["id"]: m["created_at"].isoformat(timespec="seconds") for m in rows if m["id"] in shown}
+    assert set(shown) == {call["id"], result["id"], answer["id"]}
