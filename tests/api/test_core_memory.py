@@ -119,3 +119,37 @@ async def test_nested_labels_work_as_paths(client):
 
     assert block.status_code == 200 and block.json()["value"] == "ship it"
     assert "<projection>$MEMORY_DIR/system/project/notes.md</projection>" in await compiled_prompt(client, agent["id"])
+
+
+TIDE = '''
+def tide(port: str) -> str:
+    """Tell the next high tide.
+
+    Args:
+        port: Name of the port.
+    """
+    return f"High tide in {port} at noon"
+'''
+
+
+async def test_attach_and_detach_answer_the_tools_as_reading_the_agent_back_gives(client):
+    # The write that links the block also reads the agent's tools: the organization's own and the
+    # built-ins, in attachment order, and none for an agent without tools.
+    tide = (await client.post("/v1/tools/", json={"source_code": TIDE})).json()
+    with_tools = await create_agent(client, tools=["archival_memory_search"], tool_ids=[tide["id"]])
+    without = await create_agent(client, include_base_tools=False)
+    notes = await create_block(client, value="remember the milk")
+
+    answered = {}
+    for agent in (with_tools, without):
+        url = f"/v1/agents/{agent['id']}/core-memory/blocks"
+        attached = (await client.patch(f"{url}/attach/{notes['id']}")).json()
+        after_attach = (await client.get(f"/v1/agents/{agent['id']}")).json()
+        detached = (await client.patch(f"{url}/detach/{notes['id']}")).json()
+        after_detach = (await client.get(f"/v1/agents/{agent['id']}")).json()
+        assert attached == after_attach and detached == after_detach
+        answered[agent["id"]] = ([t["name"] for t in attached["tools"]], [t["name"] for t in detached["tools"]])
+
+    names = ["conversation_search", "memory_replace", "memory_insert", "archival_memory_search", "tide"]
+    assert answered[with_tools["id"]] == (names, names)
+    assert answered[without["id"]] == ([], [])

@@ -132,8 +132,8 @@ async def test_reading_an_agent_without_blocks_takes_as_many_statements_and_answ
 
 async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_blocks_once(settings, db):
     # Block locked; agent locked with its counts, its passages' tags and its links; its blocks; the
-    # link written with its new prompt; its tools. The view reuses the blocks the recompile read and
-    # skips the relations it has none of. Detaching takes no block lock.
+    # link written with its new prompt, and its tools read, in one statement. The view reuses the
+    # blocks and tools those read and skips the relations it has none of. Detaching takes no block lock.
     async with quiet_client(settings) as (client, engine):
         agent = await create_agent(client, **MODEL)
         passage = {"text": "Bob drinks tea at noon.", "tags": ["habits"]}
@@ -150,8 +150,8 @@ async def test_attaching_and_detaching_a_block_lock_the_agent_once_and_read_its_
         prompt_without = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
         recompiled = await compiled_prompt(client, agent["id"])
 
-    assert (attaching.transactions, attaching.statements) == (1, 5), attaching.sql
-    assert (detaching.transactions, detaching.statements) == (1, 4), detaching.sql
+    assert (attaching.transactions, attaching.statements) == (1, 4), attaching.sql
+    assert (detaching.transactions, detaching.statements) == (1, 3), detaching.sql
     assert attached.json() == with_block and detached.json() == without_block
     assert [b["label"] for b in with_block["memory"]["blocks"]] == ["human", "persona", "notes"]
     assert "Likes tea." in prompt_with and "Likes tea." not in prompt_without

@@ -25,7 +25,7 @@ from memvm.identities import service as identities
 from memvm.ids import new_id
 from memvm.memory.compiler import RenderMode
 from memvm.messages import service as messages
-from memvm.orm import Agent, Block
+from memvm.orm import Agent, Block, Tool
 from memvm.prompts.service import (
     DEFAULT_SYSTEM_PROMPT,
     LockedAgent,
@@ -324,8 +324,8 @@ async def attach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
     attached = [*current, block]  # a new attachment comes last in prompt order
     clash = f"Agent {agent_id!r} already has a block labelled {block.label!r}."
     with conflict_on(block_links.LABEL_CONSTRAINT, clash):
-        await recompile_locked(session, locked, attached, repository.LINK, repository.link_parameters(block))
-    return _changed(locked, attached)
+        agent_tools = await recompile_locked(session, locked, attached, repository.LINK, repository.link_parameters(block))
+    return _changed(locked, attached, agent_tools)
 
 
 async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> AgentWithBlocks:
@@ -337,9 +337,10 @@ async def detach_block(session: AsyncSession, agent_id: str, block_id: str) -> A
         raise _not_attached(agent_id, block_id)
     kept = [attached for attached in current if attached is not block]
     # The link goes as the prompt is stored; if anything took the link first, neither happens.
-    if not await recompile_locked(session, locked, kept, repository.UNLINK, repository.link_parameters(block)):
+    agent_tools = await recompile_locked(session, locked, kept, repository.UNLINK, repository.link_parameters(block))
+    if agent_tools is None:
         raise _not_attached(agent_id, block_id)
-    return _changed(locked, kept)
+    return _changed(locked, kept, agent_tools)
 
 
 def _not_attached(agent_id: str, block_id: str) -> NotFound:
@@ -354,9 +355,11 @@ async def _locked_for_blocks(session: AsyncSession, agent_id: str) -> LockedAgen
     return locked
 
 
-def _changed(locked: LockedAgent, blocks: list[Block]) -> AgentWithBlocks:
+def _changed(locked: LockedAgent, blocks: list[Block], agent_tools: list[Tool] | None = None) -> AgentWithBlocks:
+    """The view's input after an attach or detach: `agent_tools` as the change's statement read them
+    (None: read them with the view, as when nothing changed)."""
     links = Links(folders=bool(locked.folders), identities=locked.identities, runs=locked.runs)
-    return AgentWithBlocks(locked.agent, blocks, links)
+    return AgentWithBlocks(locked.agent, blocks, links, agent_tools)
 
 
 async def attach_tool(session: AsyncSession, agent_id: str, tool_id: str) -> Agent:

@@ -37,19 +37,24 @@ _UNKNOWN = Links()
 
 
 class AgentWithBlocks(NamedTuple):
-    """An agent with its blocks in prompt order as they are now, and which relations it has (None: on
-    its row): GET /v1/agents/{id}, a block's attach or detach. Its view reads neither again."""
+    """An agent with its blocks in prompt order as they are now, which relations it has (None: on
+    its row) and, when already read, its tools: GET /v1/agents/{id}, a block's attach or detach
+    (whose write reads the tools). Its view reads none of them again."""
 
     agent: Agent
     blocks: list[Block]
     links: Links | None = None
+    tools: list[Tool] | None = None
 
 
 async def describe_with_blocks(session: AsyncSession, read: AgentWithBlocks, *, include: set[str] | None) -> AgentRead:
     """The API view of an agent read with its blocks (`include` as `describe` takes it)."""
     agent_id = read.agent.id
     links = {} if read.links is None else {agent_id: read.links}
-    [view] = await describe(session, [read.agent], include=include, links=links, blocks={agent_id: read.blocks})
+    known_tools = None if read.tools is None else {agent_id: read.tools}
+    [view] = await describe(
+        session, [read.agent], include=include, links=links, blocks={agent_id: read.blocks}, known_tools=known_tools
+    )
     return view
 
 
@@ -80,18 +85,20 @@ async def describe(
     new: bool = False,
     links: Mapping[str, Links] | None = None,
     blocks: Mapping[str, list[Block]] | None = None,
+    known_tools: Mapping[str, list[Tool]] | None = None,
 ) -> list[AgentRead]:
     """API views of `agents`. `include=None` means everything; otherwise only the named
     relations ('agent.blocks', 'agent.tags', …) are filled, as Letta does for v1 SDK clients.
     `new`: agents created in this transaction, which have no runs to look up. `links`: what is known
     of agents' relations (an agent neither in it nor read with them may have any). `blocks`: every
-    agent's blocks in prompt order, when the caller has just read them."""
+    agent's blocks in prompt order, when the caller has just read them; `known_tools` the same for
+    their tools in attachment order."""
     known = {agent.id: _links_of(agent, links or {}) for agent in agents}
     ids = [agent.id for agent in agents]
     with_blocks = include is None or "agent.blocks" in include
     blocks_of = (blocks if blocks is not None else await blocks_in_prompt_order(session, ids)) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
-    tools_of = await tools.tools_of_agents(session, ids) if with_tools else {}
+    tools_of = (known_tools if known_tools is not None else await tools.tools_of_agents(session, ids)) if with_tools else {}
     with_folders = include is None or "agent.sources" in include
     in_folders = [agent_id for agent_id in ids if known[agent_id].folders]
     folders_of = await files.folders_of_agents(session, in_folders) if with_folders and in_folders else {}

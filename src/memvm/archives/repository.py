@@ -3,6 +3,7 @@
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy import Select, Text, bindparam, delete, func, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by, insert
@@ -57,17 +58,47 @@ async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
     return list(await session.scalars(select(AgentArchive.agent_id).where(AgentArchive.archive_id == archive_id)))
 
 
-async def lock_readers(session: AsyncSession, archive_id: str) -> list[str]:
-    """The agents that read the archive, locked as a recompile locks them (in id order): a change of
-    its passages takes them before the archive's counts, as every other writer of those does."""
-    query = (
-        select(Agent.id)
-        .join(AgentArchive, AgentArchive.agent_id == Agent.id)
-        .where(AgentArchive.archive_id == archive_id)
-        .order_by(Agent.id)
-        .with_for_update(key_share=True, of=Agent)
-    )
-    return list(await session.scalars(query))
+# The agent a passage write inserts for: key-share locked, so it is neither deleted nor are its archives
+# attached or detached (each locks it FOR UPDATE) before the write commits, yet no recompile (FOR NO KEY
+# UPDATE) waits for it: the archive's counts come before any agent lock (see service.py's lock order).
+_KEY_SHARED_WRITER = (
+    select(Agent)
+    .where(Agent.id == bindparam("agent_id"))
+    .execution_options(populate_existing=True)
+    .with_for_update(key_share=True, read=True)
+)
+
+
+async def lock_writer(session: AsyncSession, agent_id: str) -> Agent | None:
+    """The agent, read again under its lock (see _KEY_SHARED_WRITER)."""
+    return await session.scalar(_KEY_SHARED_WRITER, {"agent_id": agent_id})
+
+
+_DEFAULT_ARCHIVE_LOCK_CLASS = 0x6D41  # namespaces these keys among memvm's other advisory locks (turn_lock.py)
+
+
+async def wait_to_make_default_archive(session: AsyncSession, agent_id: str) -> None:
+    """Until no other transaction is making this agent's default archive, and then until this one
+    ends. A lock of the agent's row for it would be taken before the archive's, against the lock
+    order, whenever a concurrent first use made the archive meanwhile: this advisory lock is one
+    that no row lock waits for."""
+    await session.execute(select(func.pg_advisory_xact_lock(_DEFAULT_ARCHIVE_LOCK_CLASS, func.hashtext(agent_id))))
+
+
+# How each writer locks an archive's row, before the agents that read it (see service.py's lock order):
+# its delete FOR UPDATE; a change of its passages FOR NO KEY UPDATE, as the update of its counts locks
+# it; a new link to it FOR KEY SHARE, which waits only for its delete (as the link's foreign key would).
+_ARCHIVE_ROW = select(Archive).where(Archive.id == bindparam("archive_id")).execution_options(populate_existing=True)
+_ARCHIVE_LOCKS = {
+    "delete": _ARCHIVE_ROW.with_for_update(),
+    "passages": _ARCHIVE_ROW.with_for_update(key_share=True),
+    "link": _ARCHIVE_ROW.with_for_update(key_share=True, read=True),
+}
+
+
+async def lock_archive(session: AsyncSession, archive_id: str, *, to: Literal["delete", "passages", "link"]) -> Archive | None:
+    """The archive, locked as `to` needs it (_ARCHIVE_LOCKS); None once it is deleted."""
+    return await session.scalar(_ARCHIVE_LOCKS[to], {"archive_id": archive_id})
 
 
 async def link(session: AsyncSession, agent_id: str, archive_id: str) -> AgentArchive | None:

@@ -1,7 +1,16 @@
 """Archives and passages. Operations on an agent's archives take the agent (or its id) from a caller
 that has already looked it up. Vectors are computed by the caller before the transaction opens (an
 embedding call never holds a transaction); every write recompiles the prompts of the agents
-that read the archive, so their <memory_metadata> counts stay true."""
+that read the archive, so their <memory_metadata> counts stay true.
+
+Lock order, as everywhere: blocks, then archives (an archive's row, which carries its counts, then its
+tag rows), then agents (in id order, as a recompile locks them). A turn's step locks its agent's archive
+as it inserts and the readers at its end, after the blocks its edits locked (prompts.recompiles_at_end),
+so every other writer of passages locks the archive before the agents it recompiles too: one that held
+an agent while a step held the archive and waited for that agent at its end was a deadlock. One step
+runs its tool calls in the model's order, so an insert before an edit of a shared block in the same
+step still locks an archive before a block; should that meet a writer of the opposite order,
+PostgreSQL aborts one of the two."""
 
 from collections.abc import Sequence
 from datetime import datetime
@@ -18,7 +27,7 @@ from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import Conflict, NotFound
 from memvm.ids import new_id
 from memvm.orm import Agent, AgentArchive, Archive, Passage
-from memvm.prompts.service import recompile_agents, recompiles_deferred
+from memvm.prompts.service import lock_readers, recompile_agents, recompile_readers
 
 
 async def create_archive(session: AsyncSession, data: ArchiveCreate, model: EmbeddingModel) -> Archive:
@@ -55,8 +64,11 @@ async def update_archive(session: AsyncSession, archive_id: str, data: ArchiveUp
 
 
 async def delete_archive(session: AsyncSession, archive_id: str) -> None:
-    archive = await get_archive(session, archive_id)
-    readers = await repository.lock_readers(session, archive_id)  # before the archive: see lock_readers
+    # Before its readers: see the module's lock order.
+    archive = await repository.lock_archive(session, archive_id, to="delete")
+    if archive is None:
+        raise NotFound(f"Archive {archive_id!r} not found.")
+    readers = await lock_readers(session, archive_id)  # before its links go with it
     await session.delete(archive)
     await session.flush()
     await recompile_agents(session, readers)
@@ -87,6 +99,10 @@ async def attach_archive(session: AsyncSession, agent: Agent, archive_id: str, a
             f"or create the agent with embedding={archive.embedding_model!r}."
         )
     if await repository.link(session, agent.id, archive_id) is None:
+        # Locked after the link is known to be new: were the agent a reader already, a delete of the
+        # archive would wait for it while this waited for the delete.
+        if await repository.lock_archive(session, archive_id, to="link") is None:
+            raise NotFound(f"Archive {archive_id!r} not found.")
         session.add(AgentArchive(agent_id=agent.id, archive_id=archive_id))
         await session.flush()
         await recompile_agents(session, [agent.id])
@@ -102,15 +118,43 @@ async def detach_archive(session: AsyncSession, agent: Agent, archive_id: str) -
     await recompile_agents(session, [agent.id])
 
 
-async def write_archive(session: AsyncSession, agent: Agent, model: EmbeddingModel) -> Archive:
-    """The archive an agent's inserts go to, created (and attached) on first use."""
-    if agent.default_archive_id is not None:
-        return await get_archive(session, agent.default_archive_id)
+async def archive_to_write(session: AsyncSession, archive_id: str) -> Archive:
+    """The archive whose passages this transaction writes, locked as the update of its counts locks
+    it: a concurrent delete is waited for, and then the archive is not found (an insert would fail on
+    its foreign key instead)."""
+    archive = await repository.lock_archive(session, archive_id, to="passages")
+    if archive is None:
+        raise NotFound(f"Archive {archive_id!r} not found.")
+    return archive
+
+
+async def write_archive(session: AsyncSession, agent_id: str, model: EmbeddingModel) -> Archive:
+    """The archive an agent's inserts go to (locked as `archive_to_write` locks it), created and
+    attached on first use, or after it was deleted. The agent is only key-share locked (see
+    repository.lock_writer): a lock that a recompile waits for, taken before the archive's, would
+    break the lock order. Two first uses make one archive: each waits for the other's to end and
+    reads the agent again (repository.wait_to_make_default_archive)."""
+    agent = await repository.lock_writer(session, agent_id)
+    archive = await _locked_default_archive(session, agent)
+    if archive is None and agent is not None:
+        await repository.wait_to_make_default_archive(session, agent_id)
+        agent = await repository.lock_writer(session, agent_id)
+        archive = await _locked_default_archive(session, agent)
+    if agent is None:
+        raise NotFound(f"Agent {agent_id!r} not found.")
+    if archive is not None:
+        return archive
     archive = await create_archive(session, ArchiveCreate(name=f"{agent.name}'s Archive"), model)
     session.add(AgentArchive(agent_id=agent.id, archive_id=archive.id))
     agent.default_archive_id = archive.id
     await session.flush()
     return archive
+
+
+async def _locked_default_archive(session: AsyncSession, agent: Agent | None) -> Archive | None:
+    if agent is None or agent.default_archive_id is None:
+        return None
+    return await repository.lock_archive(session, agent.default_archive_id, to="passages")
 
 
 async def insert_passages(
@@ -124,7 +168,6 @@ async def insert_passages(
 ) -> list[Passage]:
     if model.model != archive.embedding_model:
         raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
-    readers = await _readers(session, archive.id)
     passages = [
         Passage(
             id=new_id("passage"),
@@ -146,7 +189,7 @@ async def insert_passages(
     session.add_all(passages)
     await session.flush()
     await repository.recount(session, archive.id, [passage.tags for passage in passages], each=1)
-    await recompile_agents(session, readers)
+    await recompile_readers(session, archive.id)
     return passages
 
 
@@ -159,21 +202,11 @@ async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id:
 
 
 async def delete_archive_passages(session: AsyncSession, archive_id: str, passage_ids: Sequence[str]) -> None:
-    readers = await _readers(session, archive_id)
+    # The archive before its passages, as its delete (whose cascade deletes them) locks them.
+    await archive_to_write(session, archive_id)
     if await repository.delete_passages(session, archive_id, passage_ids) == 0:
         raise NotFound(f"Passage {passage_ids[0]!r} not found in archive {archive_id!r}.")
-    await recompile_agents(session, readers)
-
-
-async def _readers(session: AsyncSession, archive_id: str) -> list[str]:
-    """The agents whose prompts a change of the archive's passages changes. Outside a turn they are
-    locked before the archive's counts, in the recompile's order (see repository.lock_readers).
-    Inside one (recompiles deferred) they are locked at the step's end, after the blocks it locked,
-    as `recompiles_at_end` orders it: taking them mid-step would hold other agents while a later
-    call of the step waits for a block."""
-    if recompiles_deferred(session):
-        return await repository.agent_ids_of(session, archive_id)
-    return await repository.lock_readers(session, archive_id)
+    await recompile_readers(session, archive_id)
 
 
 async def list_agent_passages(

@@ -6,7 +6,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, BindParameter, String, Update, UpdateBase, and_, bindparam, func, select, true, update
+from sqlalchemy import ARRAY, BindParameter, Select, String, Update, UpdateBase, and_, bindparam, func, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.tenancy import organization_of_new_rows
@@ -16,12 +16,14 @@ from memvm.orm import (
     AgentBlock,
     AgentFile,
     AgentFolder,
+    AgentTool,
     Archive,
     ArchiveTag,
     Block,
     Folder,
     FolderFile,
     Message,
+    Tool,
 )
 from memvm.orm.agent_links import HAS_IDENTITIES, HAS_RUNS
 
@@ -114,6 +116,15 @@ _LOCK_AGENTS = (
     .execution_options(populate_existing=True)
 )
 _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
+# The same locks alone, on these agents and those that read these archives: taken in a statement
+# before the one that reads their counts, so that it reads them fresh (see service.recompile_readers).
+_READERS = select(AgentArchive.agent_id).where(AgentArchive.archive_id.in_(bindparam("archive_ids", expanding=True)))
+_LOCK_READERS = (
+    select(Agent.id)
+    .where(or_(Agent.id.in_(_OF_AGENTS), Agent.id.in_(_READERS)))
+    .order_by(Agent.id)
+    .with_for_update(key_share=True, of=Agent)
+)
 # One agent locked as above, and also whether it has identities and runs: what an attach or detach
 # of a block needs for its recompile and its answer (whose view reads only the relations it has).
 _LOCK_AGENT_WITH_LINKS = (
@@ -128,6 +139,11 @@ async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[t
     """The agents, locked, with their outside counts and tags (see `_outside_counts`), in one statement."""
     rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
     return [(agent, recall, passages, folders, tuple(tags)) for agent, recall, passages, folders, tags in rows]
+
+
+async def lock_readers(session: AsyncSession, agent_ids: Sequence[str], archive_ids: Sequence[str]) -> list[str]:
+    """The agents, and those that read the archives, locked as `lock_agents` locks them; their ids."""
+    return list(await session.scalars(_LOCK_READERS, {"agent_ids": list(agent_ids), "archive_ids": list(archive_ids)}))
 
 
 async def lock_agent_with_links(
@@ -188,13 +204,31 @@ def _storing_prompt(change: UpdateBase) -> Update:
     )
 
 
+@cache  # as _storing_prompt
+def _storing_prompt_reading_tools(change: UpdateBase) -> Select[datetime, Tool | None]:
+    # ORM, unlike the write: the session scopes the tools and their links to the organization
+    # (db/tenancy.py). The read sees the statement's snapshot, which the write changes no tool of.
+    stored = _storing_prompt(change).cte("stored")
+    return (
+        select(stored.c.updated_at, Tool)
+        .select_from(stored)
+        .outerjoin(AgentTool, AgentTool.agent_id == bindparam("agent"))
+        .outerjoin(Tool, Tool.id == AgentTool.tool_id)
+        .order_by(AgentTool.position)
+    )
+
+
 async def store_prompt_with(
     session: AsyncSession, change: UpdateBase, parameters: dict[str, Any], agent_id: str, prompt: str, compiled_at: datetime
-) -> datetime | None:
+) -> tuple[datetime, list[Tool]] | None:
     """Run `change` (an INSERT or DELETE of the agent's rows that returns their agent_id; it gets
     the parameters `agent` and `organization` besides its own) and store the agent's prompt, in one
-    statement: the agent's new updated_at, or None, and no prompt stored, if it touched no row."""
+    statement that also reads the agent's tools in attachment order (what its view shows, one
+    statement fewer): the agent's new updated_at and its tools, or None, and no prompt stored, if
+    the change touched no row."""
     organization_id = organization_of_new_rows(session.sync_session, "Agent")  # never ALL_ORGANIZATIONS
     values = {**parameters, "organization": organization_id, "agent": agent_id, "prompt": prompt, "compiled_at": compiled_at}
-    updated_at: datetime | None = await session.scalar(_storing_prompt(change), values)
-    return updated_at
+    rows = (await session.execute(_storing_prompt_reading_tools(change), values)).all()
+    if not rows:
+        return None
+    return rows[0][0], [tool for _, tool in rows if tool is not None]

@@ -15,10 +15,11 @@ from sqlalchemy.orm.attributes import set_committed_value
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.files_view import DirectoryView, FileLimits, FileView, file_limits, render_directories
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
-from memvm.orm import Agent, Block
+from memvm.orm import Agent, Block, Tool
 from memvm.prompts import repository
 
 _DEFERRED_RECOMPILES = "memvm.recompiles_at_end"  # session.info key: agent ids to recompile at the end
+_DEFERRED_READERS = "memvm.readers_recompiled_at_end"  # session.info key: archives whose readers to recompile
 
 DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 
@@ -90,32 +91,50 @@ async def recompiles_at_end(session: AsyncSession) -> AsyncIterator[None]:
     """Inside, recompiles are collected and run once on leaving: the agents are locked after every
     memory block the writes inside locked, in the order a block PATCH locks them (blocks, then
     agents). A turn's step that edits its own block and then a shared one would otherwise hold
-    its agent while waiting for the shared block that a PATCH holds while waiting for the agent."""
+    its agent while waiting for the shared block that a PATCH holds while waiting for the agent.
+    After a change of an archive's passages (`recompile_readers`), its readers are found and locked
+    with them, in a statement before the recompile reads their counts."""
     pending: set[str] = set()
-    session.info[_DEFERRED_RECOMPILES] = pending
+    archives: set[str] = set()
+    session.info[_DEFERRED_RECOMPILES], session.info[_DEFERRED_READERS] = pending, archives
     try:
         yield
     finally:
-        del session.info[_DEFERRED_RECOMPILES]
+        del session.info[_DEFERRED_RECOMPILES], session.info[_DEFERRED_READERS]
+    if archives:
+        pending.update(await repository.lock_readers(session, sorted(pending), sorted(archives)))
     await recompile_agents(session, pending)
 
 
-def recompiles_deferred(session: AsyncSession) -> bool:
-    """Whether this unit of work runs inside `recompiles_at_end` (a turn's step)."""
-    return _DEFERRED_RECOMPILES in session.info
+async def recompile_readers(session: AsyncSession, archive_id: str) -> None:
+    """Recompile the agents that read an archive whose passages (and counts, locked first) this
+    transaction changed: they are locked after the archive, in a statement before the one that reads
+    their counts, as a statement that waits for a lock reads what was committed before it began, not
+    what the holder committed meanwhile (another archive's passages, say), and would store that.
+    Inside `recompiles_at_end`, at its end, after the blocks the step locked."""
+    archives = session.info.get(_DEFERRED_READERS)
+    if archives is not None:
+        archives.add(archive_id)
+        return
+    await recompile_agents(session, await lock_readers(session, archive_id))
+
+
+async def lock_readers(session: AsyncSession, archive_id: str) -> list[str]:
+    """The agents that read the archive, locked as a recompile locks them; their ids."""
+    return await repository.lock_readers(session, [], [archive_id])
 
 
 @contextmanager
 def recompiles_dropped_on_error(session: AsyncSession) -> Iterator[None]:
     """Around a savepoint inside `recompiles_at_end`: when an error rolls the writes back, the
     recompiles they asked for are dropped with them (a failed tool call changes no prompt)."""
-    pending = session.info.get(_DEFERRED_RECOMPILES)
-    before = set(pending) if pending is not None else set()
+    deferred = [session.info[key] for key in (_DEFERRED_RECOMPILES, _DEFERRED_READERS) if key in session.info]
+    before = [set(ids) for ids in deferred]
     try:
         yield
     except BaseException:
-        if pending is not None:
-            pending.intersection_update(before)
+        for ids, kept in zip(deferred, before, strict=True):
+            ids.intersection_update(kept)
         raise
 
 
@@ -156,13 +175,14 @@ async def lock_for_recompile(session: AsyncSession, agent_id: str) -> LockedAgen
 
 async def recompile_locked(
     session: AsyncSession, locked: LockedAgent, blocks: list[Block], change: UpdateBase, parameters: dict[str, Any]
-) -> bool:
+) -> list[Tool] | None:
     """Run `change` (an INSERT or DELETE of rows of the agent locked by `lock_for_recompile` that
     returns their agent_id, with `parameters` and the agent's id and organization as `agent` and
     `organization`) and store the prompt of `blocks`, the agent's blocks in prompt order once it
-    has run, in one statement: neither the agent nor its blocks are read again. False, and nothing
-    stored, if the change touched no row. While recompiles are deferred the prompt is stored as it
-    was, and recompiled at the end."""
+    has run, in one statement: neither the agent nor its blocks are read again. Returns the agent's
+    tools, which the same statement reads for its view, or None, and nothing stored, if the change
+    touched no row. While recompiles are deferred the prompt is stored as it was, and recompiled at
+    the end."""
     agent = locked.agent
     deferred = session.info.get(_DEFERRED_RECOMPILES)
     if deferred is not None:
@@ -173,13 +193,14 @@ async def recompile_locked(
         compiled_at = datetime.now(UTC)
         stats = MemoryStats(locked.recall, locked.passages, locked.tags)
         prompt = compile_agent_prompt(agent, blocks, stats, compiled_at=compiled_at, directories=directories)
-    updated_at = await repository.store_prompt_with(session, change, parameters, agent.id, prompt, compiled_at)
-    if updated_at is None:
-        return False
+    stored = await repository.store_prompt_with(session, change, parameters, agent.id, prompt, compiled_at)
+    if stored is None:
+        return None
+    updated_at, tools = stored
     # What the statement stored, as if loaded: the session has nothing of the agent left to write.
     for name, value in (("compiled_system", prompt), ("system_compiled_at", compiled_at), ("updated_at", updated_at)):
         set_committed_value(agent, name, value)
-    return True
+    return tools
 
 
 async def _store_prompts(

@@ -26,8 +26,9 @@ async def stored_builtins(session: AsyncSession) -> dict[str, dict[str, Any]]:
 
 async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
     """Insert, or refresh the description, schema, type and search text of the built-in tool with this
-    name (safe when several replicas start at once). A row that changed is queued for a new vector;
-    an unchanged one is not written at all, so its vector stays."""
+    name (safe when several replicas start at once). A row that changed gets the row's vector (its
+    shipped one, builtin_vectors.py), or without one is queued for a new vector; an unchanged one is
+    not written at all, so its vector stays."""
     statement = insert(Tool).values(**row)
     excluded = statement.excluded
     await session.execute(
@@ -36,9 +37,7 @@ async def upsert_builtin(session: AsyncSession, row: dict[str, Any]) -> None:
             index_where=Tool.organization_id.is_(None),
             set_={
                 **{column: excluded[column] for column in BUILTIN_REFRESHED},
-                "embedding": None,
-                "embedding_model": None,
-                "embedding_dim": None,
+                **{column: excluded[column] for column in ("embedding", "embedding_model", "embedding_dim")},
                 "embed_claimed_at": None,
                 "embed_attempts": 0,
             },

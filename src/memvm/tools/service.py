@@ -15,6 +15,7 @@ from memvm.ids import new_id
 from memvm.orm import AgentTool, Tool
 from memvm.tools import repository
 from memvm.tools.builtin import BUILTIN_SPECS, DEFAULT_TOOLS, TOOL_TYPES
+from memvm.tools.builtin_vectors import stored_vector_columns
 from memvm.tools.schemas import ToolCreate, ToolUpdate
 from memvm.tools.searchable import search_text
 from memvm.tools.source_schema import derive_schema
@@ -48,6 +49,7 @@ def _builtin_rows() -> list[dict[str, Any]]:
                 "json_schema": schema,
                 "tags": tags,
                 "search_text": searchable,
+                **stored_vector_columns(searchable),
             }
         )
     return rows

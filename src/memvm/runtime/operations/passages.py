@@ -37,9 +37,8 @@ async def insert_for_agent(deps: RuntimeDeps, caller: Caller, agent_id: str, ite
     embedder = await _agent_embedder(deps, caller, agent_id)
     vectors = await embedder.embed([item.text for item in items])
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        agent = await agents.get_agent(session, agent_id, lock=True)
         model = EmbeddingModel.of(embedder)
-        archive = await archives.write_archive(session, agent, model)
+        archive = await archives.write_archive(session, agent_id, model)
         return await archives.insert_passages(
             session, archive, list(zip(items, vectors, strict=True)), model=model, writer=caller.actor
         )
@@ -53,7 +52,7 @@ async def insert_into_archive(
     embedder = deps.embedders.for_handle(archive.embedding_model)
     vectors = await embedder.embed([item.text for item in items])
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        archive = await archives.get_archive(session, archive_id)
+        archive = await archives.archive_to_write(session, archive_id)
         return await archives.insert_passages(
             session, archive, list(zip(items, vectors, strict=True)), model=EmbeddingModel.of(embedder), writer=caller.actor
         )

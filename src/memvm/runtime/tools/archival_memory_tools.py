@@ -3,7 +3,6 @@
 import json
 from collections.abc import Sequence
 
-from memvm.agents import service as agents
 from memvm.archives import service as archives
 from memvm.archives.schemas import MAX_PASSAGE_CHARS, PassageCreate
 from memvm.embeddings.ports import EmbeddingModel
@@ -23,8 +22,7 @@ async def archival_memory_insert(ctx: ToolContext, content: str, tags: list[str]
             f"content is {len(content)} characters; the limit is {MAX_PASSAGE_CHARS}. Split it into several inserts."
         )
     vector, model = _embedded(ctx, content)
-    agent = await agents.get_agent(ctx.session, ctx.agent_id, lock=True)
-    archive = await archives.write_archive(ctx.session, agent, model)
+    archive = await archives.write_archive(ctx.session, ctx.agent_id, model)
     [passage] = await archives.insert_passages(
         ctx.session,
         archive,
