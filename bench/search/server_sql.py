@@ -44,7 +44,9 @@ class _Capture:
         return _R()
 
     async def scalar(self, statement, params=None, *a, **k):
-        return self.index_pays  # the only scalar query of a search: whether the HNSW index pays
+        # the only scalar query of a search: whether the HNSW index pays (it turns sorts off when it does)
+        self.statements.append((statement, params))
+        return self.index_pays
 
     async def scalars(self, statement, params=None, *a, **k):
         if "to_tsvector" in str(statement):  # the server's lexeme lookup: answer it, it is not the statement timed
@@ -65,7 +67,9 @@ def _compiled(statement, params: dict[str, Any] | None = None) -> Compiled:
 
 
 def _is_setting(sql: str) -> bool:
-    return "hnsw." in sql or "ivfflat." in sql or sql.lstrip().upper().startswith("SET ")
+    """A statement that sets the transaction up: not a ranking (`<=>`; the walk turns sorts back on)."""
+    settings = "hnsw." in sql or "ivfflat." in sql or "enable_sort" in sql
+    return (settings and "<=>" not in sql) or sql.lstrip().upper().startswith("SET ")
 
 
 @dataclasses.dataclass
@@ -84,10 +88,8 @@ class ServerSql:
         out = []
         for n in self.names:
             v = self.params[n]
-            if n == self.vector_name and vector is not None:
-                v = vector
-            elif isinstance(v, list) and n == self.vector_name:
-                v = np.asarray(v, dtype=np.float32)
+            if n == self.vector_name:
+                v = vector if vector is not None else np.asarray(_MARKER, dtype=np.float32)
             out.append(v)
         return out
 
@@ -104,7 +106,16 @@ def _server_sql(name: str, compiled: list[Compiled], sql: Compiled, with_vector:
 
 
 def _vector_param(names: list[str], params: dict[str, Any]) -> str:
-    return next(n for n in names if isinstance(params[n], list) and len(params[n]) == DIM and params[n][0] == _MARKER[0])
+    return next(n for n in names if _is_marker(params[n]))
+
+
+def _is_marker(value: Any) -> bool:
+    """The query vector as a search passes it: a list, or already pgvector's text (archival search)."""
+    from memvm.orm.vector_type import vector_text
+
+    if isinstance(value, str):
+        return value == vector_text(_MARKER)
+    return isinstance(value, list) and len(value) == DIM and value[0] == _MARKER[0]
 
 
 async def archival_sql(conn: asyncpg.Connection, archive_id: str, top_k: int, tags: list[str]) -> ServerSql:

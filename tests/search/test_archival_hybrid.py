@@ -13,6 +13,7 @@ from sqlalchemy.engine import Engine
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
 from memvm.ids import new_id
+from memvm.orm.vector_type import vector_text
 from memvm.search.passages import PassageSearch, search_passages
 from memvm.search.tuning import SearchTuning
 from tests.search.test_vector_index import DIM, MODEL, insert_archive, unit_vector
@@ -93,7 +94,7 @@ def sent_statements() -> Iterator[list[tuple[str, Sequence[Any]]]]:
 
 async def test_a_hybrid_search_takes_three_statements_and_sends_the_query_vector_once(db, sessionmaker):
     archive_id, query_vector = await seed(db)
-    as_text = str(query_vector).replace(" ", "")
+    as_text = vector_text(query_vector)
 
     with sent_statements() as sent:
         found = await found_texts(sessionmaker, archive_id, query_vector)

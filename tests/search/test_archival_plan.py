@@ -4,13 +4,13 @@ few; through the index, a tag filter still gets the exact top_k."""
 
 import random
 
-from sqlalchemy import text
+from sqlalchemy import false, literal, select, text
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
 from memvm.ids import new_id
 from memvm.search.passages import PassageSearch, index_pays, search_passages
-from memvm.search.vector_index import prefer_vector_index
+from memvm.search.vector_index import prefer_vector_index, sorts_back_on
 from tests.search.test_vector_index import Explain, insert_archive
 
 MODEL = "openai/text-embedding-3-small"
@@ -95,3 +95,41 @@ async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keep
     assert "ix_passage_embedding_1536" in third_plan, third_plan
     assert [hit.passage.id for hit in found] == [row.id for row in exact]
     assert len(found) == 50
+
+
+async def index_walks_and_sorts(session) -> tuple[int, str]:
+    """How often this transaction walked the 1536-d HNSW index, and whether sorts are on now."""
+    row = (
+        await session.execute(
+            text("SELECT pg_stat_get_xact_numscans('ix_passage_embedding_1536'::regclass), current_setting('enable_sort')")
+        )
+    ).one()
+    return row[0], row[1]
+
+
+async def test_a_search_over_its_whole_organization_walks_the_index_and_leaves_sorts_on(db, sessionmaker):
+    # The archive is all of its organization's passages: the organization's filter alone let the planner
+    # read them all by the primary key and sort them (issue 30's 1,000-passage bench, 8 of 9 ms of SQL).
+    archive_id = await seed(db, 1530)
+    for search in (search_of(archive_id), search_of(archive_id, query="p7 p10 p13")):
+        async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+            found = await search_passages(session, search)
+            walks, sorts = await index_walks_and_sorts(session)
+            await session.execute(text("SET LOCAL enable_indexscan = off"))
+            exact = await search_passages(session, search)
+
+        assert walks >= 1, search  # (an iterative scan may count each of its passes)
+        assert sorts == "on"  # the next statements of the transaction are planned as usual
+        assert [hit.passage.id for hit in found] == [hit.passage.id for hit in exact]
+        assert len(found) == 10
+
+
+async def test_sorts_are_on_again_after_a_walk_that_found_nothing(sessionmaker):
+    nothing = select(literal(1).label("one")).where(false())
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        await session.execute(text("SET LOCAL enable_sort = off"))  # as index_pays leaves them when it pays
+        found = list(await session.execute(sorts_back_on(nothing)))
+        sorts = await session.scalar(text("SELECT current_setting('enable_sort')"))
+
+    assert found == []
+    assert sorts == "on"

@@ -8,6 +8,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db.tenancy import scoped_to
 from memvm.db.uow import transaction
 from memvm.ids import new_id
 from memvm.search.passages import PassageSearch, index_pays, search_passages
@@ -18,12 +19,14 @@ DIM = 384
 
 
 class Explain(Executable, ClauseElement):
-    """EXPLAIN of a statement, compiled by the session's dialect: its parameters are bound as when the server runs it."""
+    """EXPLAIN of a statement as the server runs it in an organization: with the organization's filter
+    (db/tenancy.py, which the session adds to ORM statements only), compiled by the session's dialect,
+    its parameters bound as when the server runs it."""
 
     inherit_cache = False
 
-    def __init__(self, statement: Executable) -> None:
-        self.statement = statement
+    def __init__(self, statement: Executable, organization_id: str = DEFAULT_ORGANIZATION_ID) -> None:
+        self.statement = scoped_to(statement, organization_id)
 
 
 @compiles(Explain)

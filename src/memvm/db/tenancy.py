@@ -12,7 +12,7 @@ embedding queue, syncing built-in tools) say so with ALL_ORGANIZATIONS.
 A TenantOwned row's ORM identity starts with its organization (db/base.py): `owned` looks one up
 by the rest of its key.
 
-The filter runs before every statement, so it is built to cost little there (see `_scoped`).
+The filter runs before every statement, so it is built to cost little there (see `scoped_to`).
 """
 
 import weakref
@@ -72,7 +72,7 @@ def _filter_queries(state: ORMExecuteState) -> None:
     organization_id = organization_of(state.session)
     if organization_id == ALL_ORGANIZATIONS:
         return
-    state.statement = _scoped(state.statement, organization_id)
+    state.statement = scoped_to(state.statement, organization_id)
 
 
 # How many organizations' copies of one statement are kept; past that they are dropped and made again.
@@ -81,7 +81,7 @@ _ORGANIZATIONS_PER_STATEMENT: Final = 64
 _scoped_copies: weakref.WeakKeyDictionary[Executable, dict[str, Executable]] = weakref.WeakKeyDictionary()
 
 
-def _scoped(statement: Executable, organization_id: str) -> Executable:
+def scoped_to(statement: Executable, organization_id: str) -> Executable:
     """The statement with the organization's criteria. A statement built once (a repository's
     constant) is scoped once per organization: SQLAlchemy memoizes a statement's cache key, and a
     fresh copy per execution computed the whole key again. Copies are kept per organization, so

@@ -3,13 +3,13 @@
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, Computed, DateTime, Identity, Index, Integer, String, Text, func
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
+from memvm.orm.vector_type import Float4Vector
 
 
 class Archive(TenantOwned, Timestamps, Base):
@@ -56,7 +56,7 @@ class Passage(TenantOwned, Base):
     # Full-text document, kept by PostgreSQL itself.
     fts: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', text)", persisted=True), deferred=True)
     # Deferred: results never need the vector, and parsing 384 floats per row is not free.
-    embedding: Mapped[list[float]] = mapped_column(Vector(), deferred=True)
+    embedding: Mapped[list[float]] = mapped_column(Float4Vector(), deferred=True)
     embedding_model: Mapped[str] = mapped_column(String)
     embedding_dim: Mapped[int] = mapped_column(Integer)
     tags: Mapped[list[str]] = mapped_column(ARRAY(Text), default=list)

@@ -3,7 +3,6 @@
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -25,6 +24,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
+from memvm.orm.vector_type import Float4Vector
 
 PROCESSING_STATUSES = ("pending", "parsing", "embedding", "completed", "error")
 # Chunks worth a vector that do not have one yet.
@@ -88,7 +88,7 @@ class FileChunk(TenantOwned, Base):
     text: Mapped[str] = mapped_column(Text)
     fts: Mapped[Any] = mapped_column(TSVECTOR, Computed("to_tsvector('english', text)", persisted=True), deferred=True)
     # Filled by the embedding queue with the folder's model.
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(), deferred=True)
+    embedding: Mapped[list[float] | None] = mapped_column(Float4Vector(), deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(String)
     embedding_dim: Mapped[int | None] = mapped_column(Integer)
     embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

@@ -3,7 +3,6 @@
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     BigInteger,
     Boolean,
@@ -23,6 +22,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, TenantOwned, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
+from memvm.orm.vector_type import Float4Vector
 
 # Messages worth a vector that do not have one yet.
 EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND kind = 'message' AND coalesce(content, '') <> '' AND embed_attempts < 5"
@@ -80,7 +80,7 @@ class Message(TenantOwned, Base):
         TSVECTOR, Computed("to_tsvector('english', coalesce(content, ''))", persisted=True), deferred=True
     )
     # Filled after commit by the embedding queue; claimed_at marks a batch being embedded.
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(), deferred=True)
+    embedding: Mapped[list[float] | None] = mapped_column(Float4Vector(), deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(String)
     embedding_dim: Mapped[int | None] = mapped_column(Integer)
     embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

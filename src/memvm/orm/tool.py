@@ -3,13 +3,13 @@
 from datetime import datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, Boolean, Computed, DateTime, ForeignKey, Identity, Index, Integer, String, Text, text
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB, TSVECTOR
 from sqlalchemy.orm import Mapped, mapped_column
 
 from memvm.db.base import Base, SharedOrTenantOwned, TenantOwned, Timestamps, tenant_foreign_key
 from memvm.orm.vector_index import hnsw_indexes
+from memvm.orm.vector_type import Float4Vector
 
 # Tools whose search text has no vector yet (a new tool, or one whose text changed).
 EMBEDDING_QUEUE_PREDICATE = "embedding IS NULL AND embed_attempts < 5"
@@ -66,7 +66,7 @@ class Tool(SharedOrTenantOwned, Timestamps, Base):
         deferred=True,
     )
     # Filled after commit by the embedding queue, and emptied when search_text changes.
-    embedding: Mapped[list[float] | None] = mapped_column(Vector(), deferred=True)
+    embedding: Mapped[list[float] | None] = mapped_column(Float4Vector(), deferred=True)
     embedding_model: Mapped[str | None] = mapped_column(String)
     embedding_dim: Mapped[int | None] = mapped_column(Integer)
     embed_claimed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))

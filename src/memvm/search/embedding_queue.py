@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BigInteger, DateTime, String, TextClause, bindparam, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -31,6 +30,7 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.orm import file as file_table
 from memvm.orm import message as message_table
 from memvm.orm import tool as tool_table
+from memvm.orm.vector_type import Float4Vector
 
 CLAIM_TIMEOUT_SECONDS = 60
 Key = str | int  # a queued row's id
@@ -102,7 +102,7 @@ def _queue(
     store = text(update if after_store is None else f"WITH stored AS ({update} RETURNING q.*) {after_store}").bindparams(
         bindparam("keys", type_=ARRAY(key_type())),
         bindparam("claimed_at", type_=ARRAY(DateTime(timezone=True))),
-        bindparam("vectors", type_=ARRAY(Vector(), dimensions=1)),
+        bindparam("vectors", type_=ARRAY(Float4Vector(), dimensions=1)),
     )
     # Read on every shard under Citus, without locks; what the rotation and the depth gauge need.
     waiting = text(f"""

@@ -5,18 +5,21 @@ search should walk the HNSW index at all."""
 from typing import Any
 
 from sqlalchemy import (
-    BindParameter,
     ColumnElement,
+    CompoundSelect,
     Select,
     String,
     bindparam,
+    case,
     cast,
     column,
     func,
     literal,
     literal_column,
+    null,
     select,
     table,
+    union_all,
 )
 from sqlalchemy.dialects.postgresql import BIGINT, REGCLASS
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -34,7 +37,7 @@ async def prefer_vector_index(session: AsyncSession, top_k: int) -> None:
     await session.execute(_PREFER_VECTOR_INDEX, vector_search_parameters(top_k))
 
 
-def _set_local(name: str, value: str | BindParameter[str]) -> ColumnElement[Any]:
+def _set_local(name: str, value: str | ColumnElement[str]) -> ColumnElement[Any]:
     """set_config(name, value) for this transaction. The name is SQL text, so a statement's text
     says which settings it makes (logs, and the bench's profile, which reruns them: bench/search)."""
     return func.set_config(literal_column(f"'{name}'"), value, literal_column("true"))
@@ -85,7 +88,13 @@ def index_pays_statement(
     the HNSW index to beat an exact scan? Enough means at least EXACT_SCAN_FLOATS / dim rows, and a share
     of the index large enough that `candidates` are found within INDEX_VISITS visits. Counted with a
     LIMIT, so a big scope costs no more than that many index entries; the index's size is the
-    planner's own estimate (pg_class). None when no index covers `dim` (the search is exact anyway)."""
+    planner's own estimate (pg_class). None when no index covers `dim` (the search is exact anyway).
+
+    When the index pays, the statement also turns sorts off for this transaction's next plan: the
+    organization's filter (db/tenancy.py) lets the planner read every passage of the organization by
+    its primary key and sort them by distance, which it prices below the index walk because it does
+    not price reading a vector. With sorts off the walk is the one plan without a sort; the statement
+    that walks the index turns them back on (`sorts_back_on`)."""
     if dim not in INDEXED_DIMENSIONS:
         return None
     index_rows = func.greatest(_PG_CLASS.c.reltuples, 0)
@@ -95,4 +104,12 @@ def index_pays_statement(
         .scalar_subquery()
     )
     counted = scope.with_only_columns(literal(1)).limit(needed).subquery("scope")
-    return select(func.count() >= needed).select_from(counted)
+    decision = select((func.count() >= needed).label("pays")).select_from(counted).subquery("decision")
+    return select(decision.c.pays, _set_local("enable_sort", case((decision.c.pays, "off"), else_="on")))
+
+
+def sorts_back_on(statement: Select[Any]) -> CompoundSelect[Any]:
+    """`statement` (planned while index_pays_statement had sorts off), then sorts on again for the
+    transaction: a branch of no row whose one-time filter sets them, run once after the statement's rows."""
+    nothing = [cast(null(), selected.type).label(selected.key) for selected in statement.selected_columns]
+    return union_all(statement, select(*nothing).where(_set_local("enable_sort", "on").is_(None)))
