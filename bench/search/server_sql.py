@@ -110,11 +110,11 @@ def _vector_param(names: list[str], params: dict[str, Any]) -> str:
 
 
 def _is_marker(value: Any) -> bool:
-    """The query vector as a search passes it: a list, or already pgvector's text (archival search)."""
-    from memvm.orm.vector_type import vector_text
+    """The query vector as a search passes it: a list, or already packed for the wire (archival search)."""
+    from memvm.db.vectors import vector_bytes
 
-    if isinstance(value, str):
-        return value == vector_text(_MARKER)
+    if isinstance(value, bytes):
+        return value == vector_bytes(_MARKER)
     return isinstance(value, list) and len(value) == DIM and value[0] == _MARKER[0]
 
 

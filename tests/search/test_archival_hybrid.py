@@ -12,8 +12,8 @@ from sqlalchemy.engine import Engine
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
+from memvm.db.vectors import vector_bytes
 from memvm.ids import new_id
-from memvm.orm.vector_type import vector_text
 from memvm.search.passages import PassageSearch, search_passages
 from memvm.search.tuning import SearchTuning
 from tests.search.test_vector_index import DIM, MODEL, insert_archive, unit_vector
@@ -94,12 +94,12 @@ def sent_statements() -> Iterator[list[tuple[str, Sequence[Any]]]]:
 
 async def test_a_hybrid_search_takes_three_statements_and_sends_the_query_vector_once(db, sessionmaker):
     archive_id, query_vector = await seed(db)
-    as_text = vector_text(query_vector)
+    packed = vector_bytes(query_vector)
 
     with sent_statements() as sent:
         found = await found_texts(sessionmaker, archive_id, query_vector)
 
-    vectors = [value for _, parameters in sent for value in parameters if value == as_text]
+    vectors = [value for _, parameters in sent for value in parameters if value == packed]
     assert "Zanzibar joined the team" in found
     # Two lexemes (zanzibar, say): the vector branch and each lexeme's branch compare with one parameter.
     assert len(vectors) == 1

@@ -154,10 +154,11 @@ async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismat
 
 
 class StallingEmbedder:
-    """Embeds instantly, in OpenAI's size (the batch write is megabytes), and then makes the relay
-    stall a little way into what is sent next: the batch write."""
+    """Embeds instantly, in OpenAI's largest size (64 vectors of 3,072 float4s: a batch write of 786 kB,
+    more than the relay, the socket and the transport's high-water mark take in), and then makes the
+    relay stall a little way into what is sent next: the batch write."""
 
-    model, dim = "openai/text-embedding-3-small", 1536
+    model, dim = "openai/text-embedding-3-large", 3072
 
     def __init__(self, proxy):
         self.proxy, self.stalled = proxy, False
@@ -203,4 +204,4 @@ async def test_a_batch_write_cut_off_while_paused_fails_and_the_worker_embeds_on
         await worker.stop(grace_seconds=1)  # a hung batch write is cancelled
         await engine.dispose()
 
-    assert [tuple(row) for row in dims] == [(1536, 64)]
+    assert [tuple(row) for row in dims] == [(3072, 64)]

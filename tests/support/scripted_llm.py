@@ -17,11 +17,13 @@ the same way), so archives of remote embedding models (openai/text-embedding-3-s
 from __future__ import annotations
 
 import asyncio
+import base64
 import hashlib
 import itertools
 import json
 import math
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from http import HTTPStatus
@@ -218,7 +220,8 @@ class ScriptedLLM:
             return
         texts = [body["input"]] if isinstance(body["input"], str) else body["input"]
         dim = body.get("dimensions") or EMBEDDING_DIMS[model]
-        data = [{"object": "embedding", "index": i, "embedding": bag_of_words(t, dim)} for i, t in enumerate(texts)]
+        encode = _base64_of if body.get("encoding_format") == "base64" else list  # as OpenAI answers
+        data = [{"object": "embedding", "index": i, "embedding": encode(bag_of_words(t, dim))} for i, t in enumerate(texts)]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         await _send_json(writer, 200, {"object": "list", "data": data, "model": model, "usage": usage})
 
@@ -246,6 +249,11 @@ class ScriptedLLM:
 
 
 # ---------------------------------------------------------------- wire helpers
+
+
+def _base64_of(vector: list[float]) -> str:
+    """A vector as OpenAI sends it when asked for base64: its float32s, little-endian."""
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
 
 
 def bag_of_words(text: str, dim: int) -> list[float]:

@@ -12,6 +12,7 @@ from sqlalchemy.pool import ConnectionPoolEntry, NullPool, PoolProxiedConnection
 
 from memvm.config import Settings
 from memvm.db.tenancy import TenantSession
+from memvm.db.vectors import send_vectors_in_binary
 
 # Sent once per connection (startup packet), so no request pays a round trip for them:
 # - jit off: every statement here is short; JIT compilation only adds tens of ms to the larger plans;
@@ -36,6 +37,7 @@ def build_engine(url: str, settings: Settings) -> AsyncEngine:
     report_unreachable_as_disconnect(engine)
     refuse_connections_the_server_ended(engine)
     ping_idle_connections(engine, settings.db_idle_ping_seconds)
+    send_vectors_in_binary(engine)
     return engine
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:  # the SDK takes about a second to import: provider.py imports
     import openai
 
 DEFAULT_BATCH_SIZE = 64
+_REFUSED_ENCODING = {400, 422}  # how a server that knows only floats refuses encoding_format=base64
 
 
 class OpenAIEmbedder:
@@ -42,6 +44,9 @@ class OpenAIEmbedder:
         self._send_dimensions = send_dimensions  # only when configured: ada-002 and most servers refuse it
         # The same retry loop and SDK-error → LLMError mapping as the chat model.
         self._calls = ProviderCalls(client, retry=retry, sleep=sleep)
+        # base64, as the official SDK asks by default: a vector's 4 bytes per float, where the JSON of
+        # 1,536 floats takes 0.5 ms to parse. A server that ignores it and answers floats is read too.
+        self._encoding = "base64"
 
     @property
     def endpoint(self) -> str:
@@ -56,7 +61,26 @@ class OpenAIEmbedder:
         return vectors
 
     async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
-        kwargs: dict[str, Any] = {"model": self._wire_model, "input": texts, "encoding_format": "float"}
+        try:
+            response = await self._answer(texts)
+        except LLMError as exc:
+            raise type(exc)(f"Embedding request failed: {exc.message}") from exc
+        return self._vectors(response, len(texts))
+
+    async def _answer(self, texts: list[str]) -> Any:
+        """The server's answer, in base64 unless it refuses base64 (some proxies and older servers
+        know only floats): then in floats, and from then on once floats were taken."""
+        try:
+            return await self._request(texts, self._encoding)
+        except LLMRejected as exc:
+            if self._encoding == "float" or _status(exc) not in _REFUSED_ENCODING:
+                raise
+        response = await self._request(texts, "float")
+        self._encoding = "float"
+        return response
+
+    async def _request(self, texts: list[str], encoding: str) -> Any:
+        kwargs: dict[str, Any] = {"model": self._wire_model, "input": texts, "encoding_format": encoding}
         if self._send_dimensions:
             kwargs["dimensions"] = self.dim
 
@@ -69,18 +93,14 @@ class OpenAIEmbedder:
             except ValueError as exc:
                 raise MalformedResponse(f"not JSON ({exc})") from exc
 
-        try:
-            response = await self._calls.run(self._wire_model, call)
-        except LLMError as exc:
-            raise type(exc)(f"Embedding request failed: {exc.message}") from exc
-        return self._vectors(response, len(texts))
+        return await self._calls.run(self._wire_model, call)
 
     def _vectors(self, response: Any, expected: int) -> list[list[float]]:
         where = f"embedding model {self._wire_model!r} at {self.endpoint}"
         try:
             data = sorted(response["data"], key=lambda item: item["index"])  # servers may reorder
-            rows = [item["embedding"] for item in data]
-        except (KeyError, TypeError) as exc:
+            rows = [_floats(item["embedding"]) for item in data]
+        except (KeyError, TypeError, ValueError) as exc:
             raise LLMRejected(f"The {where} answered with something that is not an embedding list ({exc!r})") from None
         if len(rows) != expected:
             raise LLMRejected(f"The {where} returned {len(rows)} vectors for {expected} inputs")
@@ -96,6 +116,26 @@ class OpenAIEmbedder:
                 f"The {where} returned {got}-dimensional vectors but {self.dim} are configured; "
                 f"set the embedding dimension (MEMVM_EMBEDDING_DIM) to the model's size."
             )
+        if not np.isfinite(matrix).all():  # PostgreSQL would refuse the batch's write
+            raise LLMRejected(f"The {where} returned a vector with NaN or infinite numbers")
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         vectors: list[list[float]] = (matrix / np.maximum(norms, 1e-12)).tolist()
         return vectors
+
+
+def _floats(embedding: Any) -> Any:
+    """One vector of the response: float32s in base64 (little-endian, as OpenAI sends them), or a
+    list of numbers from a server that answers floats whatever was asked. ValueError if neither."""
+    if not isinstance(embedding, str):
+        return embedding
+    import numpy as np
+
+    packed = base64.b64decode(embedding, validate=True)  # binascii.Error is a ValueError
+    if len(packed) % 4:
+        raise ValueError(f"{len(packed)} bytes of base64 are no whole number of float32s")
+    return np.frombuffer(packed, dtype="<f4")
+
+
+def _status(error: LLMError) -> int | None:
+    """The HTTP status of the provider's answer behind `error`, if it answered one."""
+    return getattr(error.__cause__, "status_code", None)

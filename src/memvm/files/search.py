@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import Float, Select, Text, cast, column, func, literal, null, or_, select, true, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.exc import DBAPIError
@@ -31,6 +30,7 @@ from memvm.files.results import (
     postgres_regex,
 )
 from memvm.orm import AgentFile, FileChunk, FolderFile
+from memvm.orm.vector_type import Float4Vector
 from memvm.search.conversation import CANDIDATES, query_lexemes
 from memvm.search.fusion import fuse_rankings
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
@@ -243,7 +243,7 @@ async def _fts_branches(session: AsyncSession, agent_id: str, query: str, limit:
 
 
 def _vector_branch(agent_id: str, n: int, model: EmbeddingModel, vector: Sequence[float], limit: int) -> Select[Any]:
-    distance = cast(FileChunk.embedding, Vector(model.dim)).cosine_distance(list(vector))
+    distance = cast(FileChunk.embedding, Float4Vector(model.dim)).cosine_distance(list(vector))
     return (
         _agents_chunks(agent_id, literal(_model_term(n)).label("term"), distance.label("distance"))
         .where(same_model(FileChunk.embedding_model, FileChunk.embedding_dim, model.model, model.dim))

@@ -10,7 +10,6 @@ from datetime import datetime
 from functools import partial
 from typing import Any, Literal, get_args
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import (
     ColumnElement,
     Float,
@@ -36,6 +35,7 @@ from sqlalchemy.orm import aliased
 
 from memvm.orm import Message
 from memvm.orm.conversation import in_conversation
+from memvm.orm.vector_type import Float4Vector
 from memvm.search.feedback import FEEDBACK_HITS, FEEDBACK_WEIGHT, HitWords, candidate_words, expansion_words, word_weights
 from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity, with_previous_turns
@@ -239,7 +239,7 @@ async def _hit_words(session: AsyncSession, ids: Sequence[str]) -> list[HitWords
 
 
 def _vector_branch(base: Select[*tuple[Any, ...]], vector: QueryVector, limit: int) -> Select[*tuple[Any, ...]]:
-    distance = cast(Message.embedding, Vector(vector.dim)).cosine_distance(list(vector.values))
+    distance = cast(Message.embedding, Float4Vector(vector.dim)).cosine_distance(list(vector.values))
     return (
         base.add_columns(literal(VECTOR_BRANCH).label("term"), distance.label("distance"))
         .where(same_model(Message.embedding_model, Message.embedding_dim, vector.model, vector.dim))

@@ -8,14 +8,14 @@ from datetime import datetime
 from functools import cached_property, lru_cache
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import BindParameter, ColumnElement, Integer, Select, String, bindparam, cast, func, literal, select, union_all
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
+from memvm.db.vectors import vector_bytes
 from memvm.orm import Passage
-from memvm.orm.vector_type import Float4Vector, vector_text
+from memvm.orm.vector_type import Float4Vector
 from memvm.search.conversation import CANDIDATES, VECTOR_BRANCH, lexemes_and_vector_settings
 from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
@@ -110,17 +110,17 @@ class PassageSearch:
         values: dict[str, Any] = {"archive_ids": list(self.archive_ids), "model": self.model, "limit": candidates}
         values.update((_lexeme_name(term), lexeme) for term, lexeme in enumerate(lexemes))
         if self.query_vector is not None:
-            values["query_vector"] = self._query_vector_text
+            values["query_vector"] = self._query_vector_bytes
         if self.tags:
             values["tags"] = list(self.tags)
         values.update((name, bound) for name, bound in (("start", self.start), ("end", self.end)) if bound is not None)
         return values
 
     @cached_property
-    def _query_vector_text(self) -> str:
-        """The query vector as pgvector's text, made once however many statements the search sends."""
+    def _query_vector_bytes(self) -> bytes:
+        """The query vector packed for the wire, once however many statements the search sends."""
         assert self.query_vector is not None, "only a search with a query vector sends one"
-        return vector_text(self.query_vector)
+        return vector_bytes(self.query_vector)
 
     @property
     def _shape(self) -> _Shape:
@@ -203,7 +203,7 @@ def _distance(shape: _Shape, embedding: Any = Passage.embedding) -> Any:
     cast to the dimension the partial HNSW index is on; 0 without a query vector."""
     if not shape.vector:
         return literal(0.0).label("distance")
-    return cast(embedding, Vector(shape.dim)).cosine_distance(_query_vector(shape)).label("distance")
+    return cast(embedding, Float4Vector(shape.dim)).cosine_distance(_query_vector(shape)).label("distance")
 
 
 def _query_vector(shape: _Shape) -> BindParameter[Any]:

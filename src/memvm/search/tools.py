@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from functools import reduce
 from typing import Any
 
-from pgvector.sqlalchemy import Vector
 from sqlalchemy import ColumnElement, Select, cast, func, select
 from sqlalchemy.dialects.postgresql import TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.orm import Tool
+from memvm.orm.vector_type import Float4Vector
 from memvm.search.conversation import CANDIDATES, QueryVector, SearchMode, query_lexemes
 from memvm.search.fusion import Fused, reciprocal_rank_fusion
 from memvm.search.vector_index import prefer_vector_index, same_model
@@ -74,7 +74,7 @@ async def _fts_ranking(session: AsyncSession, base: Select[Any], query: str, lim
 
 async def _vector_ranking(session: AsyncSession, base: Select[Any], vector: QueryVector, limit: int) -> list[str]:
     await prefer_vector_index(session, limit)
-    distance = cast(Tool.embedding, Vector(vector.dim)).cosine_distance(list(vector.values))
+    distance = cast(Tool.embedding, Float4Vector(vector.dim)).cosine_distance(list(vector.values))
     nearest = (
         base.add_columns(distance.label("distance"))
         .where(same_model(Tool.embedding_model, Tool.embedding_dim, vector.model, vector.dim))

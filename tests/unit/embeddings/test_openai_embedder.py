@@ -1,6 +1,7 @@
 """OpenAIEmbedder and EmbedderRegistry against a fake /v1/embeddings endpoint (httpx.MockTransport
 under the real openai SDK)."""
 
+import base64
 import json
 import random
 from collections.abc import AsyncIterator
@@ -35,6 +36,8 @@ class FakeEmbeddings:
         self.failures: list[tuple[int, str]] = []
         self.reverse = False  # answer in reverse order (with correct indices), as some servers may
         self.bodies: list[bytes] = []  # 200 answers with these bodies first, whatever they hold
+        self.floats_only = False  # answer floats even when asked for base64, as some servers do
+        self.refuse_base64 = False  # answer 400 to encoding_format=base64, as some proxies do
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         assert request.url.path == "/v1/embeddings", request.url.path
@@ -42,16 +45,25 @@ class FakeEmbeddings:
         self.requests.append(body)
         if self.bodies:
             return httpx.Response(200, content=self.bodies.pop(0), headers={"content-type": "application/json"})
+        if self.refuse_base64 and body.get("encoding_format") == "base64":
+            return httpx.Response(400, json={"error": {"message": "encoding_format: 'base64' is not supported", "code": None}})
         if self.failures:
             status, message = self.failures.pop(0)
             return httpx.Response(status, json={"error": {"message": message, "type": "server_error", "code": None}})
+        encode = base64_of if body.get("encoding_format") == "base64" and not self.floats_only else list
         data = [
-            {"object": "embedding", "index": i, "embedding": vector_for(text, self.dim)} for i, text in enumerate(body["input"])
+            {"object": "embedding", "index": i, "embedding": encode(vector_for(text, self.dim))}
+            for i, text in enumerate(body["input"])
         ]
         if self.reverse:
             data.reverse()
         usage = {"prompt_tokens": len(data), "total_tokens": len(data)}
         return httpx.Response(200, json={"object": "list", "data": data, "model": body["model"], "usage": usage})
+
+
+def base64_of(vector: list[float]) -> str:
+    """As OpenAI encodes a vector: its float32s, little-endian, in base64."""
+    return base64.b64encode(np.asarray(vector, dtype="<f4").tobytes()).decode("ascii")
 
 
 @pytest.fixture
@@ -108,8 +120,50 @@ async def test_request_shape(client, fake, sleeps, retry):
     await embedder(client, sleeps, retry).embed(["a"])
     await embedder(client, sleeps, retry, send_dimensions=True).embed(["b"])
     plain, sized = fake.requests
-    assert plain == {"model": "fake-embed", "input": ["a"], "encoding_format": "float"}
+    assert plain == {"model": "fake-embed", "input": ["a"], "encoding_format": "base64"}
     assert sized["dimensions"] == DIM
+
+
+@pytest.mark.parametrize("floats_only", [False, True], ids=["base64", "a server that answers floats"])
+async def test_vectors_read_back_from_base64_and_from_floats(client, fake, sleeps, retry, floats_only):
+    fake.floats_only = floats_only
+    vectors = await embedder(client, sleeps, retry).embed(["a", "b"])
+    for text, vector in zip(["a", "b"], vectors, strict=True):
+        assert np.allclose(vector, unit(vector_for(text, DIM)), atol=1e-6)  # float32 on the wire
+        assert isinstance(vector, list) and all(isinstance(x, float) for x in vector)
+
+
+async def test_a_server_that_refuses_base64_is_asked_for_floats_from_then_on(client, fake, sleeps, retry):
+    fake.refuse_base64 = True
+    model = embedder(client, sleeps, retry)
+    first = await model.embed(["a"])
+    second = await model.embed(["b"])
+    assert [r["encoding_format"] for r in fake.requests] == ["base64", "float", "float"]
+    assert np.allclose(first[0], unit(vector_for("a", DIM))) and np.allclose(second[0], unit(vector_for("b", DIM)))
+    assert sleeps == []  # a refusal is not retried as an outage
+
+
+async def test_a_request_refused_whatever_the_encoding_keeps_base64_for_the_next(client, fake, sleeps, retry):
+    fake.failures = [(400, "input is too long"), (400, "input is too long")]
+    model = embedder(client, sleeps, retry)
+    with pytest.raises(LLMRejected, match="input is too long"):
+        await model.embed(["a" * 100])
+    await model.embed(["b"])
+    assert [r["encoding_format"] for r in fake.requests] == ["base64", "float", "base64"]
+
+
+async def test_a_vector_with_nan_is_a_clear_error(client, fake, sleeps, retry):
+    nan = base64.b64encode(np.asarray([float("nan")] * DIM, dtype="<f4").tobytes()).decode()
+    fake.bodies = [json.dumps({"data": [{"index": 0, "embedding": nan}]}).encode()]
+    with pytest.raises(LLMRejected, match="NaN or infinite"):
+        await embedder(client, sleeps, retry).embed(["a"])
+
+
+@pytest.mark.parametrize("embedding", ["AAAA=", "AAAAAAA=", "not base64!"], ids=["bad padding", "5 bytes", "not base64"])
+async def test_base64_that_is_no_float32_vector_is_a_clear_error(client, fake, sleeps, retry, embedding):
+    fake.bodies = [json.dumps({"data": [{"index": 0, "embedding": embedding}]}).encode()]
+    with pytest.raises(LLMRejected, match="not an embedding list"):
+        await embedder(client, sleeps, retry).embed(["a"])
 
 
 async def test_no_texts_no_request(client, fake, sleeps, retry):
@@ -152,10 +206,11 @@ async def test_persistent_server_error_gives_up_after_the_policy(client, fake, s
 
 
 async def test_client_error_is_not_retried(client, fake, sleeps, retry):
-    fake.failures = [(400, "model 'fake-embed' not found")]
+    """Only asked once more, in floats, in case it was base64 that was refused."""
+    fake.failures = [(400, "model 'fake-embed' not found")] * 2
     with pytest.raises(LLMRejected, match="not found"):
         await embedder(client, sleeps, retry).embed(["a"])
-    assert len(fake.requests) == 1 and sleeps == []
+    assert len(fake.requests) == 2 and sleeps == []
 
 
 # ---------------------------------------------------------------- registry
