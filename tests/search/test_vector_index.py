@@ -25,13 +25,14 @@ class Explain(Executable, ClauseElement):
 
     inherit_cache = False
 
-    def __init__(self, statement: Executable, organization_id: str = DEFAULT_ORGANIZATION_ID) -> None:
+    def __init__(self, statement: Executable, organization_id: str = DEFAULT_ORGANIZATION_ID, *, analyze: bool = False) -> None:
         self.statement = scoped_to(statement, organization_id)
+        self.analyze = analyze
 
 
 @compiles(Explain)
 def _explain_sql(explain: Explain, compiler, **kw) -> str:
-    return "EXPLAIN " + compiler.process(explain.statement, **kw)
+    return ("EXPLAIN ANALYZE " if explain.analyze else "EXPLAIN ") + compiler.process(explain.statement, **kw)
 
 
 def unit_vector(rng: random.Random) -> list[float]:
@@ -79,8 +80,19 @@ async def insert_passages(db, passages: list[tuple[list[float], list[str]]]) -> 
         " organization_id) VALUES ($1, $2, $3, $4::vector, $5, $6, $7, '{}', 'api', $8)",
         rows,
     )
-    await db.execute("ANALYZE passage")
+    await keep_counts(db, archive_id)
     return archive_id
+
+
+async def keep_counts(db, archive_id: str) -> None:
+    """What the server keeps with every write of passages (archives/repository.py), after passages
+    written around it: the archive's passage count, which an unfiltered search reads to pick its plan;
+    then the planner's statistics."""
+    await db.execute(
+        "UPDATE archive SET passage_count = (SELECT count(*) FROM passage WHERE archive_id = $1) WHERE id = $1",
+        archive_id,
+    )
+    await db.execute("ANALYZE passage")
 
 
 async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessionmaker):

@@ -14,7 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
 from memvm.db.vectors import vector_bytes
-from memvm.orm import Passage
+from memvm.orm import Archive, Passage
 from memvm.orm.vector_type import Float4Vector
 from memvm.search.conversation import CANDIDATES, VECTOR_BRANCH, lexemes_and_vector_settings
 from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
@@ -101,8 +101,9 @@ class PassageSearch:
         """Whether enough passages pass the filters for the HNSW index to beat an exact scan
         (search.vector_index; its `parameters(candidates)`); None when no index covers the dimension.
         Filters count too: a tag on 2 % of an archive makes the index scan visit 50 times as many
-        passages per candidate. The model is left out (an archive's passages are all of its model):
-        without filters, or with dates, the count reads the (archive_id, created_at) index alone."""
+        passages per candidate. The model is left out (an archive's passages are all of its model).
+        Without filters the archives' kept passage counts say it; with dates the count reads the
+        (archive_id, created_at) index alone."""
         return _index_pays(self._shape)
 
     def parameters(self, candidates: int, lexemes: Sequence[str] = ()) -> dict[str, Any]:
@@ -174,7 +175,11 @@ def _selected_from(rows: Any) -> Select[*tuple[Any, ...]]:
 
 @lru_cache(maxsize=_SHAPES)
 def _index_pays(shape: _Shape) -> Select[*tuple[Any, ...]] | None:
-    scope = select(Passage.id).where(*_conditions(shape, Passage))
+    if shape.tags or shape.start or shape.end:
+        scope: Any = select(Passage.id).where(*_conditions(shape, Passage))
+    else:  # kept by every write of their passages (archives/repository.py): no passage is read
+        archives = Archive.id.in_(bindparam("archive_ids", type_=String, expanding=True))
+        scope = select(func.coalesce(func.sum(Archive.passage_count), 0)).where(archives).scalar_subquery()
     return index_pays_statement(scope, Passage.__tablename__, shape.dim, _LIMIT)
 
 
