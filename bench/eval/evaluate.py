@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 
 from .data import SCORED_CATEGORIES, Conversation
-from .ingest import AgentSettings, PendingCount, ingest, no_pending
+from .ingest import AgentSettings, Analyze, PendingCount, ingest, no_analyze, no_pending
 from .methods import METHODS, Target, messages_vector
 from .scoring import Outcome, all_found, recall_at_k, summarize
 
@@ -26,6 +26,8 @@ class Server:
     name: str
     settings: AgentSettings = field(default_factory=dict)  # merged into every agent the harness makes
     pending: PendingCount = no_pending  # messages its embedding worker has still to embed
+    # statistics for the tables a conversation filled, as autovacuum gathers them within its minute
+    analyze: Analyze = no_analyze
     # memvm's search routes cache a query's vector: each question is embedded once, untimed, before
     warm_query_vectors: bool = False
 
@@ -129,6 +131,9 @@ async def evaluate(
         name = f"{server.name} {conversation.name}"
         log(f"{name}: {entry['turns']} turns, {entry['questions_scored']} scored questions; ingesting")
         ingested = await ingest(client, conversation, server.settings, server.pending, embed_timeout)
+        start = time.perf_counter()
+        await server.analyze()
+        ingested.seconds["analyze"] = round(time.perf_counter() - start, 2)
         log(f"{name}: ingested in {sum(ingested.seconds.values()):.1f} s {ingested.seconds}; querying")
         if ingested.lost_turns:
             log(f"{name}: {len(ingested.lost_turns)} turns not listed back after the import: {ingested.lost_turns[:10]}")

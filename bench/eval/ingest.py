@@ -19,6 +19,7 @@ import httpx
 from .data import Conversation, Turn, epoch_of
 
 PendingCount = Callable[[], Awaitable[int]]
+Analyze = Callable[[], Awaitable[None]]
 AgentSettings = dict[str, Any]  # merged into every agent the harness makes (file and create body)
 # never called: retrieval does not use the chat model
 UNUSED_LLM = {
@@ -57,6 +58,10 @@ class Ingested:
 async def no_pending() -> int:
     """For a server that embeds on insert and not in a background worker (Letta's passages)."""
     return 0
+
+
+async def no_analyze() -> None:
+    """For a server whose database the harness does not read (Letta's)."""
 
 
 def _file_message(index: int, role: str, text: str, at: datetime) -> dict[str, object]:

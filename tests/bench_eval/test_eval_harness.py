@@ -11,7 +11,7 @@ from bench.eval.data import conversation_of, load_dir, normalize_evidence
 from bench.eval.evaluate import Server, evaluate
 from bench.eval.ingest import agent_file, window_chunks
 from bench.eval.report import write
-from bench.eval.run import build_report, pending_of, server_facts
+from bench.eval.run import analyze_of, build_report, pending_of, server_facts
 from bench.eval.scoring import Outcome, all_found, recall_at_k, summarize
 
 from tests.bench_eval.tiny import TINY, tiny
@@ -77,8 +77,11 @@ async def test_short_run_writes_the_report(client, db, tmp_path):
     data_dir.mkdir()
     tiny(data_dir)
     conversations = load_dir(data_dir)
-    memvm = Server("memvm", pending=pending_of(db), warm_query_vectors=True)
+    memvm = Server("memvm", pending=pending_of(db), analyze=analyze_of(db), warm_query_vectors=True)
     evaluation = await evaluate(client, conversations, memvm, embed_timeout=60, log=lambda _: None)
+    # the questions were planned on statistics of the imported history (too few rows for autovacuum's)
+    analyzed = "SELECT last_analyze FROM pg_stat_user_tables WHERE relname = $1"
+    assert await db.fetchval(analyzed, "message") is not None and await db.fetchval(analyzed, "passage") is not None
     facts = await server_facts(client, evaluation)
     out = tmp_path / "out"
     written = write(build_report(evaluation, data_dir, facts, 1.0), out)
@@ -89,6 +92,7 @@ async def test_short_run_writes_the_report(client, db, tmp_path):
     assert report["metadata"]["files"][0]["sha256"] == conversations[0].sha256
     entry = report["conversations"]["tiny"]
     assert entry["questions_scored"] == 3 and len(entry["questions_with_unknown_evidence"]) == 1
+    assert "analyze" in entry["ingest_seconds"]
     assert entry["lost_turns"] == []  # the imported history gives back every turn with its time and text
     result = report["groups"]["all"]["results"]["conversation_search"]["10"]
     assert set(result) >= {"recall", "recall_by_category", "all_evidence", "p50_ms", "p95_ms", "tokens_per_query"}
