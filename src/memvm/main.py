@@ -8,7 +8,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-from fastapi import Depends, FastAPI
+from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
 from memvm import __version__, metrics
@@ -38,13 +38,13 @@ from memvm.api import (
     openapi,
     runs,
     search,
-    storable,
     tags,
     tools,
 )
 from memvm.api import metrics as api_metrics
 from memvm.api.limits import MULTIPART_ENVELOPE_BYTES, BodyCap, BodySizeLimit
 from memvm.api.metrics import HttpMetrics
+from memvm.api.routers import add_routes
 from memvm.blocks.retention import start_pruning
 from memvm.config import Settings
 from memvm.db.database import DatabaseTarget, resolve_database
@@ -91,7 +91,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None, to
     openapi.declare_security(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions=_upload_caps(settings))
     app.add_middleware(HttpMetrics)
-    _include_routers(app, settings)
+    _add_routes(app, settings)
     return app
 
 
@@ -109,9 +109,11 @@ def _upload_caps(settings: Settings) -> list[BodyCap]:
     ]
 
 
-def _include_routers(app: FastAPI, settings: Settings) -> None:
-    app.include_router(health.router)
-    app.include_router(api_metrics.router, responses=errors.RESPONSES)
+def _add_routes(app: FastAPI, settings: Settings) -> None:
+    """The routes each module built at import, served in this order (api/routers.py says why they
+    are not included)."""
+    add_routes(app, health.router)
+    add_routes(app, api_metrics.router)
     for module in (
         agentfiles,
         agents,
@@ -134,8 +136,7 @@ def _include_routers(app: FastAPI, settings: Settings) -> None:
         git,
         cloud_only,
     ):
-        guards = [Depends(auth.authenticate), Depends(storable.storable_input)]
-        app.include_router(module.router, dependencies=guards, responses=errors.RESPONSES)
+        add_routes(app, module.router)  # guarded: each module's router is an api_router
     if settings.ui:
         console.install(app)
 

@@ -3,10 +3,7 @@ organization, editable, deletable, attachable by id or name; built-ins read-only
 
 from dataclasses import replace
 
-from fastapi import Request
-
-from memvm.api.deps import app_runtime
-from tests.support.api import app_client, create_agent, keyed_client
+from tests.support.api import create_agent, keyed_client, started_app_client
 
 WEATHER = '''
 def get_weather(city: str, units: str = "metric") -> str:
@@ -171,10 +168,8 @@ async def test_saving_a_tool_with_requirements_starts_building_its_venv(settings
     requirements to the sandbox once they are stored; a tool without requirements asks for nothing."""
     sandbox = RecordingSandbox()
 
-    async def runtime_with_recording_sandbox(request: Request):
-        return replace(await app_runtime(request), sandbox=sandbox)
-
-    async with app_client(settings, {app_runtime: runtime_with_recording_sandbox}) as client:
+    async with started_app_client(settings) as (app, client):
+        app.state.runtime = replace(app.state.runtime, sandbox=sandbox)
         created = (await client.post("/v1/tools/", json={"source_code": WEATHER})).json()
         after_create = list(sandbox.prepared)
         pinned = [{"name": "requests", "version": "2.32.3"}, {"name": "pyyaml"}]

@@ -1,8 +1,7 @@
 """The app under test, and small request helpers shared by tests that speak HTTP to it."""
 
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 import httpx
 from fastapi import FastAPI
@@ -19,17 +18,21 @@ def build_app(settings: Settings) -> FastAPI:
 
 
 @asynccontextmanager
-async def app_client(
-    settings: Settings, overrides: Mapping[Callable[..., Any], Callable[..., Any]] | None = None
-) -> AsyncIterator[httpx.AsyncClient]:
-    """An httpx client on a started app (lifespan run) built from `settings`; `overrides` replace
-    dependencies (app.dependency_overrides), e.g. api/deps.py's app_runtime."""
+async def started_app_client(settings: Settings) -> AsyncIterator[tuple[FastAPI, httpx.AsyncClient]]:
+    """A started app (lifespan run) built from `settings`, and an httpx client on it: a test may
+    swap what the lifespan put on app.state (api/deps.py's dependencies read it per request)."""
     app = build_app(settings)
-    app.dependency_overrides.update(overrides or {})
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://memvm.test", timeout=30) as http:
-            yield http
+            yield app, http
+
+
+@asynccontextmanager
+async def app_client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
+    """An httpx client on a started app built from `settings`."""
+    async with started_app_client(settings) as (_, http):
+        yield http
 
 
 TEST_ADMIN_KEY = "admin-secret-for-tests"

@@ -3,15 +3,16 @@ organization's key gets 403."""
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, Response
+from fastapi import Path, Response
 
 from memvm.accounts import service
 from memvm.accounts.schemas import ApiKeyCreate, ApiKeyCreated, ApiKeyRead, OrganizationRead
 from memvm.api.auth import AdminDep, GateDep
 from memvm.api.deps import TransactionDep
+from memvm.api.routers import api_router
 from memvm.ids import id_pattern
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"])
+router = api_router(prefix="/v1/admin", tags=["admin"])
 ApiKeyId = Annotated[str, Path(pattern=id_pattern("apikey"), description="apikey-<uuid4>")]
 
 

@@ -3,17 +3,18 @@ closed, and opening and closing them for it."""
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query
+from fastapi import Path, Query
 from pydantic import BaseModel
 
 from memvm.agents import service as agents
 from memvm.api.deps import AgentId, TransactionDep
+from memvm.api.routers import api_router
 from memvm.db.pagination import PageRequest
 from memvm.files import views
 from memvm.files.schemas import AgentFileRead
 from memvm.ids import id_pattern
 
-router = APIRouter(tags=["agents"])
+router = api_router(tags=["agents"])
 FileId = Annotated[str, Path(pattern=id_pattern("file"), description="file-<uuid4>")]
 ViewCursor = Annotated[
     str | None, Query(pattern=id_pattern("file_agent"), description="The id of a listed item (file_agent-<uuid4>).")

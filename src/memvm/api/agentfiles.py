@@ -3,16 +3,17 @@
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Header, Query, Response, UploadFile
+from fastapi import File, Form, Header, Query, Response, UploadFile
 
 from memvm.agentfiles.exporter import export_agent
 from memvm.agentfiles.importer import ImportContext, import_agent_file
 from memvm.agentfiles.schemas import ImportOptions, ImportResult
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, SessionmakerDep, TransactionDep
+from memvm.api.routers import api_router
 from memvm.errors import InvalidInput
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"])
+router = api_router(prefix="/v1/agents", tags=["agents"])
 OptionalText = Annotated[str | None, Form()]
 Flag = Annotated[bool, Form()]
 

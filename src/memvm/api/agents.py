@@ -1,12 +1,13 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import Depends, Query, Request
 
 from memvm.agents import service
 from memvm.agents import views as agent_views
 from memvm.agents.schemas import AgentCreate, AgentFields, AgentRead, AgentUpdate, SecretRead
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, ReadDep, RuntimeDep, TransactionDep, included_relations, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import AgentRepositories, CompactionResult, ContextWindowOverview, Deleted
 from memvm.conversations.thread import ThreadRef
 from memvm.db.pagination import PageRequest
@@ -15,7 +16,7 @@ from memvm.ids import id_pattern
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations import context_window as window_operations
 
-router = APIRouter(prefix="/v1/agents", tags=["agents"])
+router = api_router(prefix="/v1/agents", tags=["agents"])
 IncludeParam = Annotated[list[str] | None, Query(description="Relations to include, e.g. agent.blocks, agent.tags.")]
 
 

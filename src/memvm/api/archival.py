@@ -2,12 +2,13 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import NULL_ANSWER, AgentPassageHit, AgentPassageSearch, AgentRef, Deleted, PassageSearchResult
 from memvm.archives import service
 from memvm.archives.schemas import (
@@ -25,7 +26,7 @@ from memvm.ids import id_pattern
 from memvm.runtime.operations import passages
 from memvm.search.passages import MergedHit
 
-router = APIRouter(tags=["archival memory"])
+router = api_router(tags=["archival memory"])
 ArchiveId = Annotated[str, Path(pattern=id_pattern("archive"), description="archive-<uuid4>")]
 PassageId = Annotated[str, Path(pattern=id_pattern("passage"), description="passage-<uuid4>")]
 

@@ -1,6 +1,6 @@
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import Depends, Path, Query, Request, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
@@ -16,6 +16,7 @@ from memvm.api.deps import (
     page_params,
     with_etag,
 )
+from memvm.api.routers import api_router
 from memvm.blocks import history, service
 from memvm.blocks.schemas import BlockCreate, BlockHistoryEntry, BlockRead, BlockUpdate, BlockVersionRead, RestoreRequest
 from memvm.db.pagination import PageRequest
@@ -23,7 +24,7 @@ from memvm.identities import service as identities
 from memvm.ids import id_pattern
 from memvm.memory.rules import MAX_VERSION
 
-router = APIRouter(prefix="/v1/blocks", tags=["blocks"])
+router = api_router(prefix="/v1/blocks", tags=["blocks"])
 
 
 @router.post("/", response_model=BlockRead)

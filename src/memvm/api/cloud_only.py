@@ -4,11 +4,10 @@ memvm serves none of them."""
 
 from collections.abc import Awaitable, Callable
 
-from fastapi import APIRouter
-
+from memvm.api.routers import api_router
 from memvm.errors import CloudOnly
 
-router = APIRouter(include_in_schema=False)
+router = api_router(include_in_schema=False)
 
 # The feature's name, and letta-client 1.12.1's paths of it with their methods.
 _CLOUD_FEATURES: dict[str, dict[str, tuple[str, ...]]] = {

@@ -4,13 +4,14 @@ place, it acts on the agent's own history, as /v1/agents/{id}/messages… do."""
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Body, Path, Query, Response
+from fastapi import Body, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.api.auth import CallerDep
 from memvm.api.deps import ReadDep, RuntimeDep, TransactionDep
 from memvm.api.messages import answer_send, thread_history
+from memvm.api.routers import api_router
 from memvm.api.runs import RunStreamRequest
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
@@ -30,7 +31,7 @@ from memvm.runs import service as runs
 from memvm.runtime.loop.background import cancel_conversation_runs, follow
 from memvm.runtime.operations import context_window as window_operations
 
-router = APIRouter(tags=["conversations"])
+router = api_router(tags=["conversations"])
 _UUID = id_pattern("conv").removeprefix("^conv-").removesuffix("$")
 ConversationId = Annotated[str, Path(pattern=id_pattern("conv"), description="conv-<uuid4>")]
 ThreadName = Annotated[

@@ -1,6 +1,6 @@
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import Depends, Response
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
@@ -16,12 +16,13 @@ from memvm.api.deps import (
     page_params,
     with_etag,
 )
+from memvm.api.routers import api_router
 from memvm.blocks import history
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockHistoryEntry, BlockRead, BlockUpdate
 from memvm.db.pagination import PageRequest, page_of
 
-router = APIRouter(prefix="/v1/agents/{agent_id}/core-memory", tags=["core memory"])
+router = api_router(prefix="/v1/agents/{agent_id}/core-memory", tags=["core memory"])
 
 
 @router.get("/blocks", response_model=list[BlockRead])

@@ -25,7 +25,7 @@ from memvm.runtime.loop.deps import RuntimeDeps
 
 
 # What the lifespan (main.py) puts on app.state, as typed dependencies: routes name the real classes
-# (mypy checks their use), and a test swaps one with app.dependency_overrides[app_runtime].
+# (mypy checks their use); a test may swap what app.state holds.
 async def app_runtime(request: Request) -> RuntimeDeps:
     runtime: RuntimeDeps = request.app.state.runtime
     return runtime

@@ -6,14 +6,14 @@ import base64
 import struct
 from typing import Annotated, Literal
 
-from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memvm.api.deps import RuntimeDep
+from memvm.api.routers import api_router
 from memvm.embeddings.local import DIM, MODEL_ID
 from memvm.errors import InvalidInput
 
-router = APIRouter(tags=["embeddings"])
+router = api_router(tags=["embeddings"])
 MAX_INPUTS = 2048  # OpenAI's own limit per request
 MAX_INPUT_CHARS = 100_000  # the model reads the first 256 tokens; more is only work to tokenize
 # The model's handle, and its bare name (what Letta's embedding_config names as embedding_model).

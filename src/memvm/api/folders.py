@@ -2,12 +2,13 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, File, Path, Query, Response, UploadFile
+from fastapi import Depends, File, Path, Query, Response, UploadFile
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents import service as agents
 from memvm.api import errors
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import NULL_ANSWER
 from memvm.db.pagination import PageRequest
 from memvm.embeddings.ports import EmbeddingModel
@@ -15,7 +16,7 @@ from memvm.files import service, uploads, views
 from memvm.files.schemas import DuplicateHandling, FileRead, FolderCreate, FolderRead, FolderUpdate
 from memvm.ids import id_pattern
 
-router = APIRouter(tags=["folders"])
+router = api_router(tags=["folders"])
 FolderId = Annotated[str, Path(pattern=id_pattern("source"), description="source-<uuid4>")]
 FileId = Annotated[str, Path(pattern=id_pattern("file"), description="file-<uuid4>")]
 PageDep = Annotated[PageRequest, Depends(page_params(50, "asc"))]

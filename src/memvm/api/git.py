@@ -14,12 +14,13 @@ import hashlib
 import zlib
 from typing import TYPE_CHECKING, Annotated
 
-from fastapi import APIRouter, HTTPException, Query, Request, Response
+from fastapi import HTTPException, Query, Request, Response
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Caller
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep
+from memvm.api.routers import api_router
 from memvm.errors import InvalidInput
 from memvm.memfs.recent import Recent
 
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from memvm.memfs.objects import ObjectLookup
     from memvm.memfs.schemas import Refusal
 
-router = APIRouter(prefix="/v1/git/{agent_id}/state.git", tags=["git"], include_in_schema=False)
+router = api_router(prefix="/v1/git/{agent_id}/state.git", tags=["git"], include_in_schema=False)
 Service = Annotated[str, Query(description="git-upload-pack or git-receive-pack")]
 
 

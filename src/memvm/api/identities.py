@@ -2,12 +2,13 @@
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path, Query, Request
+from fastapi import Depends, Path, Query, Request
 
 from memvm.agents import service as agents
 from memvm.agents.schemas import AgentRead
 from memvm.agents.views import describe
 from memvm.api.deps import AgentId, BlockId, TransactionDep, included_relations, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import NULL_ANSWER
 from memvm.blocks import service as blocks
 from memvm.blocks.schemas import BlockRead
@@ -16,7 +17,7 @@ from memvm.identities import service
 from memvm.identities.schemas import IdentityCreate, IdentityProperty, IdentityRead, IdentityType, IdentityUpdate
 from memvm.ids import id_pattern
 
-router = APIRouter(tags=["identities"])
+router = api_router(tags=["identities"])
 IdentityId = Annotated[str, Path(pattern=id_pattern("identity"), description="identity-<uuid4>")]
 PageDep = Annotated[PageRequest, Depends(page_params(50, "desc"))]  # Letta's defaults
 

@@ -3,11 +3,12 @@ of one tool; and the agent-scoped routes Letta Code's `letta mcp` calls. Secrets
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path
+from fastapi import Path
 
 from memvm.agents import service as agents
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep
+from memvm.api.routers import api_router
 from memvm.api.schemas import ToolExecutionResult, ToolSearchResult
 from memvm.ids import id_pattern
 from memvm.mcpservers import service
@@ -17,7 +18,7 @@ from memvm.runtime.operations.tool_search import find_tools
 from memvm.tools.schemas import ToolRead
 from memvm.tools.service import MCP_TOOL_TYPE
 
-router = APIRouter(tags=["mcp-servers"])
+router = api_router(tags=["mcp-servers"])
 McpServerId = Annotated[str, Path(pattern=id_pattern("mcp_server"), description="mcp_server-<uuid4>")]
 ToolId = Annotated[str, Path(pattern=id_pattern("tool"), description="tool-<uuid4>")]
 

@@ -2,7 +2,7 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query
+from fastapi import Depends, Path, Query
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel
 
@@ -10,6 +10,7 @@ from memvm.actors import Caller
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, ReadDep, RuntimeDep, Transaction, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import LettaMessage
 from memvm.api.sse import EVENT_STREAM, JSON_OR_EVENT_STREAM, sse
 from memvm.conversations import service as conversations
@@ -25,7 +26,7 @@ from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.loop.send import send
 from memvm.threads import DEFAULT_CONVERSATION
 
-router = APIRouter(tags=["messages"])
+router = api_router(tags=["messages"])
 _FINAL = {"stop_reason", "usage_statistics", "error_message", "ping"}
 
 

@@ -9,8 +9,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memvm import metrics
 from memvm.api.auth import AdminDep
+from memvm.api.errors import RESPONSES
 
-router = APIRouter(tags=["metrics"])
+router = APIRouter(tags=["metrics"], responses=RESPONSES)  # admin-only: no api_router guards
 
 
 _EXPOSITION: dict[int | str, dict[str, Any]] = {

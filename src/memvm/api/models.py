@@ -2,13 +2,14 @@
 
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import Response
 
 from memvm.api.auth import CallerDep
 from memvm.api.deps import RuntimeDep
+from memvm.api.routers import api_router
 from memvm.runtime.operations.model_catalog import chat_models, embedding_models
 
-router = APIRouter(prefix="/v1/models", tags=["models"])
+router = api_router(prefix="/v1/models", tags=["models"])
 # Set when the provider's own list could not be fetched: the answer then holds what memvm knows.
 PROVIDER_ERRORS_HEADER = "x-memvm-provider-errors"
 

@@ -1,7 +1,8 @@
 """What /openapi.json says about authentication: an API key as `Authorization: Bearer <key>` or
 Letta's `X-BARE-PASSWORD: password <key>` for every operation (api/auth.py), except those that do
 not depend on `authenticate` (/v1/health/), which need none. In local mode no key is needed at all;
-the document describes the authenticated server, which is what clients must be ready for."""
+the document describes the authenticated server, which is what clients must be ready for. It also
+holds the error body that api/errors.py's RESPONSES refer to."""
 
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +12,7 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, iter_route_contexts
 
 from memvm.api.auth import authenticate
+from memvm.api.errors import ErrorBody
 
 SECURITY_SCHEMES = {
     "bearer": {
@@ -33,7 +35,9 @@ def declare_security(app: FastAPI) -> None:
 
     def openapi() -> dict[str, Any]:
         document = build()
-        document.setdefault("components", {})["securitySchemes"] = SECURITY_SCHEMES
+        components = document.setdefault("components", {})
+        components["securitySchemes"] = SECURITY_SCHEMES
+        components.setdefault("schemas", {})["ErrorBody"] = ErrorBody.model_json_schema(mode="serialization")
         document["security"] = [{name: []} for name in SECURITY_SCHEMES]  # either one
         for path, method in _open_operations(app):
             document["paths"][path][method]["security"] = []

@@ -3,13 +3,14 @@ resources read them. Every route sees only the caller's organization."""
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import Depends, Path, Query, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from memvm.agents import letta_messages
 from memvm.api.auth import CallerDep
 from memvm.api.deps import ReadDep, RuntimeDep, TransactionDep, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import NULL_ANSWER, LettaMessage
 from memvm.api.sse import EVENT_STREAM, sse
 from memvm.db.pagination import PageRequest
@@ -19,7 +20,7 @@ from memvm.runs.schemas import RunRead, RunUsage, StepFeedback, StepMetrics, Ste
 from memvm.runs.service import RunFilter
 from memvm.runtime.loop.background import follow
 
-router = APIRouter(tags=["runs"])
+router = api_router(tags=["runs"])
 RunId = Annotated[str, Path(pattern=id_pattern("run"), description="run-<uuid4>")]
 StepId = Annotated[str, Path(pattern=id_pattern("step"), description="step-<uuid4>")]
 Page = Annotated[PageRequest, Depends(page_params(50, "desc"))]

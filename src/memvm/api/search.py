@@ -1,17 +1,17 @@
 from typing import Literal
 
-from fastapi import APIRouter
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.actors import Caller
 from memvm.api.auth import CallerDep
 from memvm.api.deps import RuntimeDep
+from memvm.api.routers import api_router
 from memvm.api.schemas import MessageSearchResult, RankedMessageSearchResult, StoredMessage
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.runtime.operations.message_search import search_history
 from memvm.search.conversation import MessageHit
 
-router = APIRouter(tags=["search"])
+router = api_router(tags=["search"])
 
 
 class MessageSearch(BaseModel):

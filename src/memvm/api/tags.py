@@ -2,13 +2,14 @@
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import Depends, Query
 
 from memvm.agents import tags
 from memvm.api.deps import TransactionDep
+from memvm.api.routers import api_router
 from memvm.db.pagination import NamePage
 
-router = APIRouter(tags=["tags"])
+router = api_router(tags=["tags"])
 
 
 async def _tag_page(

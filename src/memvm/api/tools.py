@@ -1,6 +1,6 @@
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import Depends, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvm.agents import service as agents
@@ -8,6 +8,7 @@ from memvm.agents.schemas import AgentRead
 from memvm.agents.views import describe
 from memvm.api.auth import CallerDep
 from memvm.api.deps import AgentId, RuntimeDep, TransactionDep, page_params
+from memvm.api.routers import api_router
 from memvm.api.schemas import ToolExecutionResult, ToolRunResponse, ToolSearchResult
 from memvm.db.pagination import PageRequest, page_of
 from memvm.errors import InvalidInput
@@ -21,7 +22,7 @@ from memvm.tools.builtin import BUILTIN_SPECS
 from memvm.tools.schemas import ToolCreate, ToolRead, ToolRunRequest, ToolUpdate
 from memvm.tools.service import ToolFilter
 
-router = APIRouter(tags=["tools"])
+router = api_router(tags=["tools"])
 ToolId = Annotated[str, Path(pattern=id_pattern("tool"), description="tool-<uuid4>")]
 
 

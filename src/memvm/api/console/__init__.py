@@ -8,6 +8,7 @@ from fastapi.staticfiles import StaticFiles
 
 from memvm.api.console import agents, conversation, memory, stores
 from memvm.api.console.session import PREFIX
+from memvm.api.routers import add_routes
 
 STATIC = Path(__file__).parent / "static"
 ROUTERS = (agents.router, memory.router, conversation.router, stores.router)
@@ -16,4 +17,4 @@ ROUTERS = (agents.router, memory.router, conversation.router, stores.router)
 def install(app: FastAPI) -> None:
     app.mount(f"{PREFIX}/static", StaticFiles(directory=STATIC), name="console-static")
     for router in ROUTERS:
-        app.include_router(router)
+        add_routes(app, router)
