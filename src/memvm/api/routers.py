@@ -3,8 +3,8 @@ the guards every API route shares; create_app (main.py) adds those very routes t
 
 `app.include_router` would build every route a second time for each app, dependencies and response
 models included: FastAPI 0.165 does it lazily, at the first request that reaches a router, so each
-process `memvm serve` forks paid it on its own (0.6 s of CPU and about 11 MiB for the whole API,
-unshared), and older releases at include time. Built at import, the routes are built in the process
+process `memvm serve` forks paid it on its own (0.5–0.8 s of CPU and some 16 MiB for the whole API,
+unshared: bench/README.md), and older releases at include time. Built at import, the routes are built in the process
 that forks, before it forks, and shared."""
 
 from typing import Any
