@@ -72,7 +72,10 @@ async def test_a_tool_that_never_returns(connect):
 
 
 async def test_a_hung_server_does_not_delay_another(connect):
-    connections = await connect(mcp_connect_timeout_seconds=3)
+    # The fixture's 10 s connect timeout: the healthy server's own start (a sandboxed Python importing
+    # the MCP SDK) took over 3 s once on a loaded 2-core host. Waiting on the hung one would cost the
+    # whole timeout, so a call that returns within a fraction of it was not held up.
+    connections = await connect()
     healthy = tools_server()
     await connections.list_tools(healthy)
     hung = asyncio.create_task(connections.list_tools(hostile_server("hang-initialize")))
@@ -82,9 +85,10 @@ async def test_a_hung_server_does_not_delay_another(connect):
     result = await connections.call_tool(healthy, "echo", {"text": "still here"})
     elapsed = time.monotonic() - started
 
-    assert result.text == "still here" and elapsed < 0.5
+    assert result.text == "still here" and elapsed < 2.0
     assert not hung.done()
-    with pytest.raises(McpUnavailable):
+    hung.cancel()  # its own timeout is test_a_server_that_never_answers_initialize's subject
+    with pytest.raises(asyncio.CancelledError):
         await hung
 
 
