@@ -1,3 +1,6 @@
+import tracemalloc
+from array import array
+
 from memvm.embeddings.query_cache import QueryVectors
 
 
@@ -30,3 +33,28 @@ async def test_the_least_recently_used_query_is_dropped_at_capacity():
     await cache.vector(model, "two")
 
     assert [c[0] for c in model.calls] == ["one", "two", "three", "two"]
+
+
+async def test_vectors_are_kept_as_float4_and_come_back_alike_on_a_miss_and_a_hit():
+    def thirds() -> list[float]:
+        return [(i + 1) / 3 for i in range(1536)]  # new float objects each time, as a model's answers
+
+    class ThirdsEmbedder(CountingEmbedder):
+        async def embed(self, texts):
+            return [thirds() for _ in texts]
+
+    cache, model = QueryVectors(), ThirdsEmbedder("m/a")
+    tracemalloc.start()
+    try:
+        first = await cache.vector(model, "query 0")
+        again = await cache.vector(model, "query 0")
+        del first, again
+        for n in range(1, 100):
+            await cache.vector(model, f"query {n}")
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert await cache.vector(model, "query 0") == array("f", thirds()).tolist() != thirds()
+    # as lists of Python floats they held 4.8 MiB; as float4s 0.6 MiB
+    assert held < 3 << 19, f"100 cached 1536-d vectors hold {held >> 10} KiB"
