@@ -42,6 +42,7 @@ from memvm.api import (
     tools,
 )
 from memvm.api import metrics as api_metrics
+from memvm.api.idle_memory import ReturnMemoryWhenIdle
 from memvm.api.limits import MULTIPART_ENVELOPE_BYTES, BodyCap, BodySizeLimit
 from memvm.api.metrics import HttpMetrics
 from memvm.api.routers import add_routes
@@ -91,6 +92,7 @@ def create_app(settings: Settings, *, database: DatabaseTarget | None = None, to
     openapi.declare_security(app)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_request_bytes, exceptions=_upload_caps(settings))
     app.add_middleware(HttpMetrics)
+    app.add_middleware(ReturnMemoryWhenIdle)  # outermost: a request is in flight until its last byte
     _add_routes(app, settings)
     return app
 

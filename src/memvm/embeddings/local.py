@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import ctypes
 import hashlib
 import importlib.metadata
 import os
@@ -21,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from memvm.embeddings.model_graph import gather_rows_first
 from memvm.embeddings.ports import EmbeddingModelError
+from memvm.processes import return_freed_memory
 
 if TYPE_CHECKING:  # numpy is imported by the first embedding, like onnxruntime (see load)
     import numpy as np
@@ -112,7 +111,7 @@ class _Model:
             session = onnxruntime.InferenceSession(gather_rows_first(model_bytes), options, providers=["CPUExecutionProvider"])
             # Loading (folding the weights to float32) frees about 70 MiB to malloc, which would keep it
             # in a process that only ever embeds short queries, too short to trim after.
-            _return_freed_memory()
+            return_freed_memory()
 
             self.tokenizer = tokenizer
             self.session = session  # last: it is the "loaded" flag read without the lock
@@ -199,7 +198,7 @@ class LocalMiniLM:
             out[chunk] = self._embed_batch([encodings[i].ids for i in chunk])
         # The inference buffers are freed to malloc, which would keep them (tens of MiB per process);
         # a trim takes 0.1 ms after a short query, 0.7 ms after 80 words, ~3 ms after a full batch.
-        _return_freed_memory()
+        return_freed_memory()
         return out
 
     def _chunks(self, lengths: list[int]) -> list[list[int]]:
@@ -228,12 +227,6 @@ class LocalMiniLM:
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         normalized: np.ndarray = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return normalized
-
-
-def _return_freed_memory() -> None:
-    """glibc's malloc_trim; elsewhere (musl, macOS) nothing."""
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 _shared: LocalMiniLM | None = None

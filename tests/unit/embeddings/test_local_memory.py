@@ -56,7 +56,7 @@ async def test_every_call_hands_its_freed_memory_back_however_short(monkeypatch)
     were trimmed. Counted, not measured: the memory left behind varies from run to run (7-43 MiB)."""
     embedder, trims = local.LocalMiniLM(), []
     embedder.load()
-    monkeypatch.setattr(local, "_return_freed_memory", lambda: trims.append(1))
+    monkeypatch.setattr(local, "return_freed_memory", lambda: trims.append(1))
     await embedder.embed(["a query"])
     await embedder.embed_counting(["another"])
     assert len(trims) == 2
