@@ -2,8 +2,9 @@
 
 glibc keeps what a process frees for its next allocations, and after a busy spell an HTTP process
 keeps megabytes it no longer uses (large request and response bodies, rows, JSON). malloc_trim hands
-the free pages back; this runs it once per quiet spell, never while a request is being served, so no
-request waits on it (bench/README.md, "Freed memory returned when idle")."""
+the free pages back; this runs it once per quiet spell, never while a request is being served (a
+request that arrives during the call waits for it: 0.3-0.7 ms after a busy spell; bench/README.md,
+"Freed memory returned when idle")."""
 
 import asyncio
 from collections.abc import Callable
