@@ -56,6 +56,7 @@ def load_app(settings: Settings, target: DatabaseTarget, *, forks: bool) -> uvic
         port=settings.port,
         log_level=settings.log_level,
         http=capped_protocol(settings),
+        ws="none",  # memvm serves no WebSocket: nor does it import uvicorn's (10 ms of a start)
     )
     if forks:
         import_deferred()  # before the forks, so that they share these too

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from memvm import __version__
 from memvm.cli.options import Commands, settings_of
 from memvm.config import Settings
-from memvm.processes import configure_logging, skip_unused_extras
+from memvm.processes import configure_logging, skip_unused_extras, starting_without_collection
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,7 +48,8 @@ def _serve(args: argparse.Namespace) -> int:
     settings = settings_of(args)
     configure_logging(settings.log_level)
     try:
-        target = _prepare_to_serve(settings)
+        with starting_without_collection():  # the app's import, while the embedded PostgreSQL starts
+            target = _prepare_to_serve(settings)
     except CannotServe as error:
         print(f"memvm serve: {error}", file=sys.stderr)
         return 1
