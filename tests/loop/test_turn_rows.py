@@ -52,6 +52,27 @@ async def test_a_turn_fails_only_its_own_conversations_orphaned_runs_whether_it_
     assert [(row["stop_reason"], row["completed_at"] is not None) for row in failed] == [("error", True)] * 2
 
 
+async def test_a_turn_in_the_default_conversation_fails_only_the_default_conversations_orphans(client, llm, db):
+    agent = await create_agent(client, **MODEL)
+    conversation = (await client.post("/v1/conversations/", params={"agent_id": agent["id"]})).json()["id"]
+    in_conversation = await left_running(db, agent["id"], conversation, "d1")
+    in_default = await left_running(db, agent["id"], None, "e1")
+    llm.reply("Hello.")
+
+    sent = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "hi", "streaming": False})
+    [own] = await db.fetch("SELECT * FROM run WHERE agent_id = $1 AND id NOT LIKE 'run-00000000%'", agent["id"])
+
+    assert sent.status_code == 200, sent.text
+    assert await statuses(db) == {in_conversation: "running", in_default: "failed"}
+    assert (own["status"], own["stop_reason"], own["conversation_id"], own["background"]) == (
+        "completed",
+        "end_turn",
+        None,
+        False,
+    )
+    assert own["created_at"] <= own["completed_at"] and own["ttft_ns"] > 0 and json.loads(own["usage"])["total_tokens"] > 0
+
+
 async def test_a_turns_message_and_step_rows_are_what_a_flush_of_its_objects_stored(client, llm, db):
     agent = await create_agent(client, **MODEL)
     llm.reply(tool_calls=[("memory_replace", {"label": "human", "old_string": "Bob", "new_string": "Robert"})])

@@ -53,6 +53,11 @@ async def reading(sessionmaker: async_sessionmaker[AsyncSession], organization_i
         await session.flush()  # nothing to flush: no statement; anything to flush: refused
 
 
+def is_reading(session: AsyncSession) -> bool:
+    """Whether the session is a read-only unit of work (`reading`)."""
+    return bool(session.info.get(_READ_ONLY))
+
+
 @event.listens_for(tenancy.TenantSession, "do_orm_execute")
 def _refuse_writes_and_locks(state: ORMExecuteState) -> None:
     if not state.session.info.get(_READ_ONLY):

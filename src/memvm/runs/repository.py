@@ -4,12 +4,29 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
-from sqlalchemy import CTE, Integer, Select, String, Update, bindparam, column, func, insert, literal_column, select, text, update
+from sqlalchemy import (
+    CTE,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    Update,
+    bindparam,
+    column,
+    func,
+    insert,
+    literal_column,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from memvm.db import direct
 from memvm.db.base import Base
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.dml import json_rows, row_of
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import Message, Run, RunEvent, Step
@@ -141,13 +158,32 @@ def _orphans(session: AsyncSession, agent_id: str, conversation_id: str | None) 
     return _running_in(agent_id, conversation_id).where(Run.organization_id == organization_id).cte("orphans")
 
 
+_RUN_TABLE = Base.metadata.tables[Run.__tablename__]  # Core: direct statements
+_RUNS = _RUN_TABLE.c
+NEW_RUN = ("id", "agent_id", "conversation_id", "status", "request_config")  # what insert_running stores; defaults the rest
+
+
+def _insert_running(conversation: ColumnElement[bool]) -> Direct:
+    """A new run, and the same conversation's `running` runs failed (fail_running's UPDATE)."""
+    in_conversation = (_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.agent_id == bindparam("agent_id"), conversation)
+    orphans = update(_RUN_TABLE).where(*in_conversation, _RUNS.status == "running").values(_FAILED).returning(_RUNS.id)
+    new = {name: bindparam(name, type_=_RUNS[name].type) for name in NEW_RUN}
+    query = insert(_RUN_TABLE).values({"organization_id": bindparam(ORGANIZATION), **new}).returning(*_RUNS)
+    return Direct(query.add_cte(orphans.cte("orphans")))
+
+
+_INSERT_RUNNING = _insert_running(_RUNS.conversation_id.is_(None))  # the default conversation
+_INSERT_RUNNING_IN_CONVERSATION = _insert_running(_RUNS.conversation_id == bindparam("conversation_id"))
+
+
 async def insert_running(session: AsyncSession, run: Run) -> Run:
     """Store the new `running` run, failing the conversation's orphaned `running` runs in the same
-    statement; the run as stored."""
-    values = {c.key: getattr(run, c.key) for c in Run.__mapper__.column_attrs if getattr(run, c.key) is not None}
-    values["organization_id"] = organization_of_new_rows(session.sync_session, "Run")
-    query = insert(Run).values(values).returning(Run).add_cte(_orphans(session, run.agent_id, run.conversation_id))
-    return (await session.scalars(query)).one()
+    statement; the run as stored (not added to the session: what it holds is what was stored)."""
+    statement = _INSERT_RUNNING if run.conversation_id is None else _INSERT_RUNNING_IN_CONVERSATION
+    [stored] = await direct.run(session, statement, {name: getattr(run, name) for name in NEW_RUN})
+    for name, value in stored._asdict().items():
+        set_committed_value(run, name, value)
+    return run
 
 
 async def resume_queued(session: AsyncSession, run_id: str, agent_id: str, conversation_id: str | None) -> Run | None:
@@ -158,9 +194,17 @@ async def resume_queued(session: AsyncSession, run_id: str, agent_id: str, conve
     return await session.scalar(query, execution_options={"populate_existing": True})
 
 
+FINISHED = ("status", "stop_reason", "usage", "completed_at", "ttft_ns", "total_duration_ns")  # what finish() sets
+_FINISH = Direct(
+    update(_RUN_TABLE)
+    .where(_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.id == bindparam("run_id"))
+    .values({name: bindparam(name, type_=_RUNS[name].type) for name in FINISHED})
+)
+
+
 async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> None:
-    """One UPDATE, no read first."""
-    await session.execute(update(Run).where(Run.id == run_id).values(**values), execution_options={"synchronize_session": False})
+    """One UPDATE, no read first, of the FINISHED columns (a direct statement: db/direct.py)."""
+    await direct.run(session, _FINISH, {"run_id": run_id, **values})
 
 
 async def fail_if(session: AsyncSession, run_id: str, status: str) -> bool:
