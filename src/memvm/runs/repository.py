@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import (
     CTE,
     ColumnElement,
+    Insert,
     Integer,
     Select,
     String,
@@ -245,27 +246,34 @@ _GIVEN_MESSAGES = json_rows([*_MESSAGE_COLUMNS, column("n", Integer)], "messages
 _NEW_STEP = insert(_STEP_TABLE).from_select(
     ["organization_id", *(c.name for c in _STEP_COLUMNS)], select(_ORGANIZATION, *_GIVEN_STEP.c)
 )
-_INSERT_STEP_AND_MESSAGES = (
+_INSERT_MESSAGES = (
     insert(_MESSAGE_TABLE)
     .from_select(
         ["organization_id", *(c.name for c in _MESSAGE_COLUMNS)],
         select(_ORGANIZATION, *(_GIVEN_MESSAGES.c[c.name] for c in _MESSAGE_COLUMNS)).order_by(_GIVEN_MESSAGES.c.n),  # seq order
     )
     .returning(*(_MESSAGE_TABLE.c[name] for name in ("id", "organization_id", "seq", "created_at")))
-    .add_cte(_NEW_STEP.cte("new_step"))
 )
+_INSERT_STEP_AND_MESSAGES = _INSERT_MESSAGES.add_cte(_NEW_STEP.cte("new_step"))
+
+
+async def insert_messages(session: AsyncSession, messages: Sequence[Message]) -> None:
+    """Store the messages (in the order given) in one statement, the step's row not yet; their
+    objects get what the database filled in, as a flush would have given them."""
+    await _insert(session, _INSERT_MESSAGES, {}, messages)
 
 
 async def insert_step(session: AsyncSession, step: Step, messages: Sequence[Message]) -> None:
-    """Store the step's row and its messages (in the order given) in one statement; the messages'
-    objects get what the database filled in, as a flush would have given them."""
+    """Store the step's row and its messages (in the order given) in one statement, as insert_messages."""
+    await _insert(session, _INSERT_STEP_AND_MESSAGES, {"step": [row_of(step, _STEP_COLUMNS)]}, messages)
+
+
+async def _insert(session: AsyncSession, statement: Insert, params: dict[str, Any], messages: Sequence[Message]) -> None:
     given = [row_of(message, _MESSAGE_COLUMNS) for message in messages]
-    params = {
-        "organization_id": organization_of_new_rows(session.sync_session, "Step"),
-        "step": [row_of(step, _STEP_COLUMNS)],
-        "messages": [row | {"n": n} for n, row in enumerate(given)],
-    }
-    filled_in = {row.id: row._asdict() for row in await session.execute(_INSERT_STEP_AND_MESSAGES, params)}
+    rows = [row | {"n": n} for n, row in enumerate(given)]
+    organization_id = organization_of_new_rows(session.sync_session, "Message")
+    result = await session.execute(statement, {**params, "organization_id": organization_id, "messages": rows})
+    filled_in = {row.id: row._asdict() for row in result}
     for message, row in zip(messages, given, strict=True):
         for name, value in (row | filled_in[message.id]).items():
             set_committed_value(message, name, value)

@@ -123,6 +123,12 @@ def record_step(session: AsyncSession, step: Step) -> None:
     session.add(step)
 
 
+async def store_messages(session: AsyncSession, messages: Sequence[Message]) -> None:
+    """What a step said, stored before its tool calls run (they may read the conversation), in one
+    statement; store_step stores the rest with the step's row."""
+    await repository.insert_messages(session, messages)
+
+
 async def store_step(session: AsyncSession, step: Step, messages: Sequence[Message]) -> None:
     """The step's row and the messages it stores, in one statement."""
     await repository.insert_step(session, step, messages)

@@ -314,8 +314,8 @@ class Turn:
                 head = step_head(self.pending_inputs, completion, waiting, base, self.streamed_message_id)
             ready = without(completion, waiting)
             early = head if ready.tool_calls else []  # the calls may read the conversation: what the step said comes first
-            session.add_all(early)
-            await session.flush()
+            if early:
+                await runs.store_messages(session, early)
             context = ToolContext(
                 session,
                 self.agent.id,
