@@ -23,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
 
 from memvm.actors import Actor
+from memvm.db import direct
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.dml import json_rows, rows_affected
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import organization_of_new_rows
@@ -36,11 +38,15 @@ async def get(session: AsyncSession, block_id: str, *, lock: bool = False) -> Bl
     return await session.scalar(query, {"block_id": block_id})
 
 
-_ATTACHED_AGENT_IDS = select(AgentBlock.agent_id).where(AgentBlock.block_id == bindparam("block_id"))  # every block write
+_LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]  # Core: alone, the ORM takes this for a bulk INSERT
+_LINKS = _LINK_TABLE.c
+_ATTACHED_AGENT_IDS = Direct(  # every block write: a direct statement (db/direct.py)
+    select(_LINKS.agent_id).where(_LINKS.organization_id == bindparam(ORGANIZATION), _LINKS.block_id == bindparam("block_id"))
+)
 
 
 async def attached_agent_ids(session: AsyncSession, block_id: str) -> list[str]:
-    return list(await session.scalars(_ATTACHED_AGENT_IDS, {"block_id": block_id}))
+    return list((await direct.run(session, _ATTACHED_AGENT_IDS, {"block_id": block_id})).scalars())
 
 
 async def agents_with_label(session: AsyncSession, agent_ids: Sequence[str], label: str) -> list[str]:
@@ -112,8 +118,6 @@ def new_block_parameters(
 _NEW_BLOCK_COLUMNS = {attribute: Block.__mapper__.columns[attribute] for attribute in _NEW_BLOCK}
 _ORGANIZATION = bindparam("organization_id", type_=String)
 _LINKED = json_rows([column(name, String) for name in ("agent_id", "block_id", "label")] + [column("n", Integer)], "links")
-_LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]  # Core: alone, the ORM takes this for a bulk INSERT
-_LINKS = _LINK_TABLE.c
 _LINK_ROWS = insert(_LINK_TABLE).from_select(
     [_LINKS.organization_id, _LINKS.agent_id, _LINKS.block_id, _LINKS.label],
     select(_ORGANIZATION, _LINKED.c.agent_id, _LINKED.c.block_id, _LINKED.c.label).order_by(_LINKED.c.n),  # `position`'s order
