@@ -61,7 +61,8 @@ async def test_patch_block_bumps_version_and_recompiles_every_attached_agent(cli
     assert response.json()["version"] == 2 and response.headers["ETag"] == '"2"'
     for agent in (one, two):
         prompt = await compiled_prompt(client, agent["id"])
-        assert "new plan" in prompt and "old plan" not in prompt and "chars_current=8" in prompt
+        stored = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+        assert "new plan" in prompt and "old plan" not in prompt and "chars_current=8" in prompt and stored == prompt
     changes = await db.fetch(
         "SELECT change, version, value, actor_type FROM block_change WHERE block_id = $1 ORDER BY id", shared["id"]
     )

@@ -2,6 +2,7 @@
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from sqlalchemy import (
@@ -18,9 +19,11 @@ from sqlalchemy import (
     or_,
     select,
     tuple_,
+    update,
 )
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import aliased
+from sqlalchemy.orm.attributes import set_committed_value
 
 from memvm.actors import Actor
 from memvm.db import direct
@@ -39,6 +42,8 @@ async def get(session: AsyncSession, block_id: str, *, lock: bool = False) -> Bl
 
 
 _LINK_TABLE = AgentBlock.metadata.tables[AgentBlock.__tablename__]  # Core: alone, the ORM takes this for a bulk INSERT
+_BLOCK_TABLE, _CHANGE_TABLE = (Block.metadata.tables[model.__tablename__] for model in (Block, BlockChange))  # Core: direct
+_CHANGE_COLUMNS = BlockChange.__mapper__.columns  # by attribute name
 _LINKS = _LINK_TABLE.c
 _ATTACHED_AGENT_IDS = Direct(  # every block write: a direct statement (db/direct.py)
     select(_LINKS.agent_id).where(_LINKS.organization_id == bindparam(ORGANIZATION), _LINKS.block_id == bindparam("block_id"))
@@ -70,6 +75,42 @@ def list_query(
 # What a history row keeps of the block's state (the same attribute on both models).
 _STATE = ("label", "value", "char_limit", "description", "read_only", "metadata_")
 _NEW_BLOCK = ("id", *_STATE, "hidden", "tags", "version")
+_BLOCK_COLUMNS = Block.__mapper__.columns  # by attribute name
+
+
+async def write_changes(
+    session: AsyncSession, block: Block, changes: Mapping[str, Any], *, change: str, actor: Actor, restored_version: int | None
+) -> None:
+    """Store `changes` (by attribute) to the locked block with its next version, and the history row
+    of its new state, in one direct statement (db/direct.py); the block object gets what was stored,
+    as a flush would have given it. A relabel's clash with another block of an agent raises
+    IntegrityError on uq_agent_block_agent_id_label, as a flush would."""
+    version = block.version + 1
+    state = {attribute: changes.get(attribute, getattr(block, attribute)) for attribute in _STATE}
+    who = {**_by(actor), "change": change, "restored_version": restored_version}
+    params = {**changes, **state, **who, "block_id": block.id, "version": version}
+    updated_at = (await direct.run(session, _writing(tuple(sorted(changes))), params)).scalar_one()
+    for attribute, value in {**changes, "version": version, "updated_at": updated_at}.items():
+        set_committed_value(block, attribute, value)
+
+
+@cache  # one statement per set of changed attributes (a memory tool's edit: the value alone), built on first use
+def _writing(changed: tuple[str, ...]) -> Direct:
+    given = {attribute: bindparam(attribute, type_=_BLOCK_COLUMNS[attribute].type) for attribute in {*changed, *_STATE}}
+    history = insert(_CHANGE_TABLE).values(
+        {_CHANGE_COLUMNS[attribute].name: given[attribute] for attribute in _STATE}
+        | {name: bindparam(name, type_=_CHANGE_COLUMNS[name].type) for name in (*_WHO, "change", "restored_version")}
+        | {"organization_id": bindparam(ORGANIZATION), "block_id": bindparam("block_id"), "version": bindparam("version")}
+    )
+    blocks = _BLOCK_TABLE.c
+    return Direct(
+        update(_BLOCK_TABLE)
+        .where(blocks.organization_id == bindparam(ORGANIZATION), blocks.id == bindparam("block_id"))
+        .values({_BLOCK_COLUMNS[attribute].name: given[attribute] for attribute in changed})
+        .values(version=bindparam("version", type_=Integer))
+        .returning(blocks.updated_at)
+        .add_cte(history.cte("history"))
+    )
 
 
 def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor, restored_version: int | None = None) -> None:

@@ -15,7 +15,7 @@ from memvm import metrics
 from memvm.actors import Actor
 from memvm.blocks import repository
 from memvm.blocks.schemas import BlockCreate, BlockUpdate
-from memvm.db.conflicts import flush_or_conflict
+from memvm.db.conflicts import conflict_on
 from memvm.db.pagination import NamePage, PageRequest, fetch_page
 from memvm.errors import Conflict, InvalidInput, NotFound, PreconditionFailed
 from memvm.ids import new_id
@@ -150,12 +150,10 @@ async def apply_changes(
     agent_ids = await repository.attached_agent_ids(session, block.id)
     if "label" in changes:
         await _check_label_free(session, agent_ids, changes["label"])
-    for column, value in changes.items():
-        setattr(block, column, value)
-    block.version += 1
-    clash = f"Label {block.label!r} is already used by another block of an agent this block is attached to."
-    await flush_or_conflict(session, "uq_agent_block_agent_id_label", clash)
-    repository.record_change(session, block, change=change, actor=actor, restored_version=restored_version)
+    label = changes.get("label", block.label)
+    clash = f"Label {label!r} is already used by another block of an agent this block is attached to."
+    with conflict_on("uq_agent_block_agent_id_label", clash):
+        await repository.write_changes(session, block, changes, change=change, actor=actor, restored_version=restored_version)
     metrics.BLOCK_WRITES.labels("written").inc()
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)

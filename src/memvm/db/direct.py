@@ -21,10 +21,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from sqlalchemy import ClauseElement, CursorResult
+from sqlalchemy import ClauseElement, ColumnElement, CursorResult, bindparam, null
 from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import Null
+from sqlalchemy.types import TypeEngine
 
 from memvm.db import tenancy, uow
 
@@ -104,3 +106,25 @@ def _arguments(compiled: _Compiled, params: Mapping[str, Any], organization_id: 
         given[name] if process is None else process(given[name])
         for name, process in zip(compiled.names, compiled.processors, strict=True)
     )
+
+
+class ByNull:
+    """A direct statement in two forms, by a parameter that may be None (a message's or run's
+    conversation: None is the agent's default one). `build` gets the parameter as SQL NULL or as the
+    bound parameter, and compares with `equals`, so each form keeps its index: `IS NULL` and `= $n`
+    (one form for both, `IS NOT DISTINCT FROM`, no index serves)."""
+
+    def __init__(self, name: str, type_: TypeEngine[Any], build: Callable[[ColumnElement[Any]], ClauseElement]) -> None:
+        self.name = name
+        self.when_null = Direct(build(null()))
+        self.when_given = Direct(build(bindparam(name, type_=type_)))
+
+    async def run(self, session: AsyncSession, params: Mapping[str, Any]) -> CursorResult[Any]:
+        if params[self.name] is None:
+            return await run(session, self.when_null, {name: value for name, value in params.items() if name != self.name})
+        return await run(session, self.when_given, params)
+
+
+def equals(column: ColumnElement[Any], value: ColumnElement[Any]) -> ColumnElement[bool]:
+    """`column` is `value`, as ByNull's `build` compares: IS NULL for its NULL form."""
+    return column.is_(None) if isinstance(value, Null) else column == value

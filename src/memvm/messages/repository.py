@@ -5,11 +5,11 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import ColumnElement, Row, Select, String, bindparam, cast, func, insert, literal, select, text, update
+from sqlalchemy import Row, Select, String, bindparam, cast, func, insert, literal, select, text, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db import direct
-from memvm.db.direct import ORGANIZATION, Direct
+from memvm.db.direct import ORGANIZATION, ByNull
 from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of
 from memvm.orm import Message
@@ -35,33 +35,25 @@ def _window(query: _Query, agent_id: str, conversation_id: str | None) -> _Query
 
 # What the model reads of a message (runtime/loop/conversation.py): rows, not ORM objects, as a turn
 # reads its whole window before each send and building hundreds of objects was most of that read;
-# and a direct statement (db/direct.py), one for the default conversation and one for the others.
+# and a direct statement (db/direct.py), one form for the default conversation and one for the others,
+# in _window's order.
 _MESSAGES = Message.__table__.c
-
-
-def _chat_window(conversation: ColumnElement[bool]) -> Direct:
-    in_window = (_MESSAGES.organization_id == bindparam(ORGANIZATION), _MESSAGES.agent_id == bindparam("agent_id"))
-    chat = (
-        _MESSAGES.kind,
-        _MESSAGES.role,
-        _MESSAGES.content,
-        _MESSAGES.tool_calls,
-        _MESSAGES.tool_status,
-        _MESSAGES.tool_call_id,
-    )
-    query = select(*chat).where(*in_window, conversation, _MESSAGES.in_context)
-    return Direct(query.order_by(_MESSAGES.kind != "summary", _MESSAGES.seq))  # as _window orders
-
-
-_DEFAULT_CHAT_WINDOW = _chat_window(_MESSAGES.conversation_id.is_(None))
-_CHAT_WINDOW = _chat_window(_MESSAGES.conversation_id == bindparam("conversation_id"))
+_CHAT = (_MESSAGES.kind, _MESSAGES.role, _MESSAGES.content, _MESSAGES.tool_calls, _MESSAGES.tool_status, _MESSAGES.tool_call_id)
+_CHAT_WINDOW = ByNull(
+    "conversation_id",
+    String(),
+    lambda conversation: (
+        select(*_CHAT)
+        .where(_MESSAGES.organization_id == bindparam(ORGANIZATION), _MESSAGES.agent_id == bindparam("agent_id"))
+        .where(direct.equals(_MESSAGES.conversation_id, conversation), _MESSAGES.in_context)
+        .order_by(_MESSAGES.kind != "summary", _MESSAGES.seq)
+    ),
+)
 
 
 async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
     """in_context's messages, only what the model reads of them (of one conversation, not ANY_CONVERSATION)."""
-    if conversation_id is None:
-        return (await direct.run(session, _DEFAULT_CHAT_WINDOW, {"agent_id": agent_id})).all()
-    return (await direct.run(session, _CHAT_WINDOW, {"agent_id": agent_id, "conversation_id": conversation_id})).all()
+    return (await _CHAT_WINDOW.run(session, {"agent_id": agent_id, "conversation_id": conversation_id})).all()
 
 
 async def all_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:

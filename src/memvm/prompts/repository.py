@@ -9,6 +9,8 @@ from typing import Any
 from sqlalchemy import ARRAY, BindParameter, Select, String, Update, UpdateBase, and_, bindparam, func, or_, select, true, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db import direct
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import (
     Agent,
@@ -188,20 +190,33 @@ async def conversation_outside_count(session: AsyncSession, conversation_id: str
 _AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
 
 
+def _prompt_update(organization: str) -> Update:
+    """Store the agent's (parameter `agent`) prompt; the organization named by the parameter `organization`."""
+    agents = _AGENT_TABLE.c
+    return (
+        update(_AGENT_TABLE)
+        .where(agents.organization_id == bindparam(organization), agents.id == bindparam("agent"))
+        .values(compiled_system=bindparam("prompt"), system_compiled_at=bindparam("compiled_at"))
+        .returning(agents.updated_at)
+    )
+
+
+_STORE_PROMPT = Direct(_prompt_update(ORGANIZATION))  # every recompile: a direct statement (db/direct.py)
+
+
+async def store_prompt(session: AsyncSession, agent_id: str, prompt: str, compiled_at: datetime) -> datetime:
+    """Store the agent's prompt; its new updated_at."""
+    params = {"agent": agent_id, "prompt": prompt, "compiled_at": compiled_at}
+    updated_at: datetime = (await direct.run(session, _STORE_PROMPT, params)).scalar_one()
+    return updated_at
+
+
 @cache  # one UPDATE per change statement (each a module constant), built on first use
 def _storing_prompt(change: UpdateBase) -> Update:
     # Core, as the changes are: the ORM made a new copy of an UPDATE, and its cache key, on every
     # run. So the statement names its organization itself (the session scopes only ORM statements).
     changed = change.cte("changed")
-    agents = _AGENT_TABLE.c
-    return (
-        update(_AGENT_TABLE)
-        .add_cte(changed)
-        .where(agents.organization_id == bindparam("organization"), agents.id == bindparam("agent"))
-        .where(select(changed.c.agent_id).exists())
-        .values(compiled_system=bindparam("prompt"), system_compiled_at=bindparam("compiled_at"))
-        .returning(agents.updated_at)
-    )
+    return _prompt_update("organization").add_cte(changed).where(select(changed.c.agent_id).exists())
 
 
 @cache  # as _storing_prompt

@@ -197,10 +197,14 @@ async def recompile_locked(
     if stored is None:
         return None
     updated_at, tools = stored
-    # What the statement stored, as if loaded: the session has nothing of the agent left to write.
+    _as_stored(agent, prompt, compiled_at, updated_at)
+    return tools
+
+
+def _as_stored(agent: Agent, prompt: str, compiled_at: datetime, updated_at: datetime) -> None:
+    """What a statement stored of the agent, as if loaded: the session has nothing of it left to write."""
     for name, value in (("compiled_system", prompt), ("system_compiled_at", compiled_at), ("updated_at", updated_at)):
         set_committed_value(agent, name, value)
-    return tools
 
 
 async def _store_prompts(
@@ -218,9 +222,8 @@ async def _store_prompts(
         compiled_at = agent.system_compiled_at if keep_timestamp else now
         shown = directory_views(directories.get(agent.id, []))
         stats = MemoryStats(recall, passages, tags)
-        agent.compiled_system = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
-        agent.system_compiled_at = compiled_at
-    await session.flush()
+        prompt = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
+        _as_stored(agent, prompt, compiled_at, await repository.store_prompt(session, agent.id, prompt, compiled_at))
 
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool, mode: RenderMode | None = None) -> str:

@@ -5,7 +5,6 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import (
-    CTE,
     ColumnElement,
     Insert,
     Integer,
@@ -27,7 +26,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from memvm.db import direct
 from memvm.db.base import Base
-from memvm.db.direct import ORGANIZATION, Direct
+from memvm.db.direct import ORGANIZATION, ByNull, Direct
 from memvm.db.dml import json_rows, row_of
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import Message, Run, RunEvent, Step
@@ -136,75 +135,82 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
 
 # Constants, not parameters: in a statement that also sets a run's status they would share its parameter's name.
 _FAILED = {"status": literal_column("'failed'"), "stop_reason": literal_column("'error'"), "completed_at": func.now()}
+_RUN_TABLE = Base.metadata.tables[Run.__tablename__]  # Core: direct statements
+_RUNS = _RUN_TABLE.c
+_by_conversation = partial(ByNull, "conversation_id", String())  # a statement's two forms: default or given conversation
 
 
-def _running_in(agent_id: str, conversation_id: str | None) -> Update:
+def _orphans(conversation: ColumnElement[Any]) -> Update:
     """Fail the conversation's `running` runs (the caller knows no process runs them)."""
     return (
-        update(Run)
-        .where(Run.agent_id == agent_id, _in_conversation(conversation_id), Run.status == "running")
+        update(_RUN_TABLE)
+        .where(_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.agent_id == bindparam("agent_id"))
+        .where(direct.equals(_RUNS.conversation_id, conversation), _RUNS.status == "running")
         .values(_FAILED)
-        .returning(Run.id)
+        .returning(_RUNS.id)
     )
 
 
+_FAIL_RUNNING = _by_conversation(_orphans)
+
+
 async def fail_running(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[str]:
-    return list(await session.scalars(_running_in(agent_id, conversation_id)))
+    failed = await _FAIL_RUNNING.run(session, {"agent_id": agent_id, "conversation_id": conversation_id})
+    return list(failed.scalars())
 
 
-def _orphans(session: AsyncSession, agent_id: str, conversation_id: str | None) -> CTE:
-    """fail_running's UPDATE as part of another statement, its organization named (the session's
-    scoping is not relied on inside a CTE)."""
-    organization_id = organization_of_new_rows(session.sync_session, "Run")
-    return _running_in(agent_id, conversation_id).where(Run.organization_id == organization_id).cte("orphans")
-
-
-_RUN_TABLE = Base.metadata.tables[Run.__tablename__]  # Core: direct statements
-_RUNS = _RUN_TABLE.c
-NEW_RUN = ("id", "agent_id", "conversation_id", "status", "request_config")  # what insert_running stores; defaults the rest
-
-
-def _insert_running(conversation: ColumnElement[bool]) -> Direct:
-    """A new run, and the same conversation's `running` runs failed (fail_running's UPDATE)."""
-    in_conversation = (_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.agent_id == bindparam("agent_id"), conversation)
-    orphans = update(_RUN_TABLE).where(*in_conversation, _RUNS.status == "running").values(_FAILED).returning(_RUNS.id)
-    new = {name: bindparam(name, type_=_RUNS[name].type) for name in NEW_RUN}
-    query = insert(_RUN_TABLE).values({"organization_id": bindparam(ORGANIZATION), **new}).returning(*_RUNS)
-    return Direct(query.add_cte(orphans.cte("orphans")))
-
-
-_INSERT_RUNNING = _insert_running(_RUNS.conversation_id.is_(None))  # the default conversation
-_INSERT_RUNNING_IN_CONVERSATION = _insert_running(_RUNS.conversation_id == bindparam("conversation_id"))
+_NEW_RUN = ("id", "agent_id", "conversation_id", "status", "request_config")  # what insert_running stores; defaults the rest
+_INSERT_RUNNING = _by_conversation(  # a new run, and the same conversation's orphans failed
+    lambda conversation: (
+        insert(_RUN_TABLE)
+        .values({name: bindparam(name, type_=_RUNS[name].type) for name in _NEW_RUN if name != "conversation_id"})
+        .values(organization_id=bindparam(ORGANIZATION), conversation_id=conversation)
+        .returning(*_RUNS)
+        .add_cte(_orphans(conversation).cte("orphans"))
+    )
+)
+_RESUME_QUEUED = _by_conversation(  # the queued run `running`, and the same conversation's orphans failed
+    lambda conversation: (
+        update(_RUN_TABLE)
+        .where(_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.id == bindparam("run_id"))
+        .values(status=literal_column("'running'"))
+        .returning(*_RUNS)
+        .add_cte(_orphans(conversation).cte("orphans"))
+    )
+)
 
 
 async def insert_running(session: AsyncSession, run: Run) -> Run:
     """Store the new `running` run, failing the conversation's orphaned `running` runs in the same
     statement; the run as stored (not added to the session: what it holds is what was stored)."""
-    statement = _INSERT_RUNNING if run.conversation_id is None else _INSERT_RUNNING_IN_CONVERSATION
-    [stored] = await direct.run(session, statement, {name: getattr(run, name) for name in NEW_RUN})
-    for name, value in stored._asdict().items():
-        set_committed_value(run, name, value)
-    return run
+    [stored] = await _INSERT_RUNNING.run(session, {name: getattr(run, name) for name in _NEW_RUN})
+    return _as_stored(run, stored)
 
 
 async def resume_queued(session: AsyncSession, run_id: str, agent_id: str, conversation_id: str | None) -> Run | None:
     """Mark the queued run `running`, failing the conversation's orphaned `running` runs in the same
-    statement; the run as stored, None if there is no such run."""
-    orphans = _orphans(session, agent_id, conversation_id)
-    query = update(Run).where(Run.id == run_id).values(status="running").returning(Run).add_cte(orphans)
-    return await session.scalar(query, execution_options={"populate_existing": True})
+    statement; the run as stored (not in the session), None if there is no such run."""
+    params = {"run_id": run_id, "agent_id": agent_id, "conversation_id": conversation_id}
+    stored = (await _RESUME_QUEUED.run(session, params)).first()
+    return None if stored is None else _as_stored(Run(), stored)
 
 
-FINISHED = ("status", "stop_reason", "usage", "completed_at", "ttft_ns", "total_duration_ns")  # what finish() sets
+def _as_stored(run: Run, row: Any) -> Run:
+    for name, value in row._asdict().items():
+        set_committed_value(run, name, value)
+    return run
+
+
+_FINISHED = ("status", "stop_reason", "usage", "completed_at", "ttft_ns", "total_duration_ns")  # what finish() sets
 _FINISH = Direct(
     update(_RUN_TABLE)
     .where(_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.id == bindparam("run_id"))
-    .values({name: bindparam(name, type_=_RUNS[name].type) for name in FINISHED})
+    .values({name: bindparam(name, type_=_RUNS[name].type) for name in _FINISHED})
 )
 
 
 async def finish(session: AsyncSession, run_id: str, values: dict[str, Any]) -> None:
-    """One UPDATE, no read first, of the FINISHED columns (a direct statement: db/direct.py)."""
+    """One UPDATE, no read first, of the _FINISHED columns (a direct statement: db/direct.py)."""
     await direct.run(session, _FINISH, {"run_id": run_id, **values})
 
 
