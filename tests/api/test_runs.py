@@ -61,6 +61,23 @@ async def test_a_failed_model_call_is_a_failed_run_with_a_failed_step(client, ll
     assert step["run_id"] == run["id"] and (await client.get(f"/v1/steps/{step['id']}")).json() == step
 
 
+async def test_the_agent_shows_how_its_newest_finished_run_ended(client, llm):
+    agent = await create_agent(client, **MODEL)
+    llm.fail(400, "model not allowed")
+    await turn(client, llm, agent["id"])
+    after_failure = (await client.get(f"/v1/agents/{agent['id']}")).json()
+    llm.reply("Hello.")
+    await turn(client, llm, agent["id"])
+    newest = (await client.get("/v1/runs/", params={"agent_id": agent["id"]})).json()[0]
+
+    shown = (await client.get(f"/v1/agents/{agent['id']}")).json()
+    listed = [a for a in (await client.get("/v1/agents/")).json() if a["id"] == agent["id"]]
+
+    assert after_failure["last_stop_reason"] == "llm_api_error"
+    assert (shown["last_stop_reason"], shown["last_run_completion"]) == ("end_turn", newest["completed_at"])
+    assert [(a["last_stop_reason"], a["last_run_completion"]) for a in listed] == [("end_turn", newest["completed_at"])]
+
+
 async def test_filters_cursors_and_delete(client, llm):
     agent = await create_agent(client, **MODEL)
     other = await create_agent(client, **MODEL)

@@ -9,6 +9,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import defer
 
 from memvm.blocks.service import NEW_BLOCK_WRITES, STORED_BLOCKS
+from memvm.db import direct
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.pagination import NamePage, fetch_names
 from memvm.db.tenancy import owned
 from memvm.orm import Agent, AgentBlock, Block, Tool
@@ -29,6 +31,20 @@ _BLOCK_BY_LABEL = (
 async def get(session: AsyncSession, agent_id: str, *, lock: bool = False) -> Agent | None:
     query = _AGENT_BY_ID.with_for_update() if lock else _AGENT_BY_ID
     return await session.scalar(query, {"agent_id": agent_id})
+
+
+_AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
+_EMBEDDING_OF = Direct(  # before every archival insert and search: a direct statement (db/direct.py)
+    select(_AGENT_TABLE.c.embedding).where(
+        _AGENT_TABLE.c.organization_id == bindparam(ORGANIZATION), _AGENT_TABLE.c.id == bindparam("agent_id")
+    )
+)
+
+
+async def embedding_of(session: AsyncSession, agent_id: str) -> tuple[str | None] | None:
+    """The agent's embedding handle, as a one-item row; None if there is no such agent."""
+    row = (await direct.run(session, _EMBEDDING_OF, {"agent_id": agent_id})).first()
+    return None if row is None else (row.embedding,)
 
 
 async def get_with_links_and_blocks(session: AsyncSession, agent_id: str) -> list[tuple[Agent, Block | None]]:
@@ -171,7 +187,6 @@ async def model_handles(session: AsyncSession) -> list[str]:
 # stamps (the timestamps) and the tools it linked, in their order; the foreign keys between the rows
 # are checked at its end, when all are in. Core for the agent, as for the blocks: the ORM's flush
 # would take a statement of its own.
-_AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
 _STAMPED = frozenset({"created_at", "updated_at"})  # by the server's clock
 _AGENT_ATTRIBUTES = {c.name: Agent.__mapper__.get_property_by_column(c).key for c in _AGENT_TABLE.c if c.name not in _STAMPED}
 # Shared with the blocks' and the tools' writes; the other columns' parameters are `agent_<column>`.

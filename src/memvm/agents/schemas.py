@@ -16,8 +16,9 @@ from memvm.ids import ids_check
 from memvm.llm.types import endpoint_type
 from memvm.memory.compiler import RenderMode
 from memvm.memory.files_view import MAX_FILES_OPEN_CAP, MAX_VIEW_CHARS_CAP, MIN_VIEW_CHARS
-from memvm.orm import Agent, Block, Folder, Run, Tool
+from memvm.orm import Agent, Block, Folder, Tool
 from memvm.prompts.service import file_limits_of
+from memvm.runs.schemas import LastRun
 from memvm.tools.schemas import ToolRead
 
 AgentType = Literal["letta_v1_agent", "memgpt_v2_agent", "memgpt_agent", "react_agent", "workflow_agent", "sleeptime_agent"]
@@ -238,7 +239,7 @@ class AgentRead(BaseModel):
         file_blocks: list[FileBlockRead] | None = None,
         show_tags: bool,
         show_secrets: bool,
-        last_run: Run | None = None,
+        last_run: LastRun | None = None,
     ) -> "AgentRead":
         """`blocks`/`tools`/`folders`/`identities` None means the caller did not ask for them (v1 SDK `include` semantics)."""
         block_reads = [BlockRead.of(block) for block in blocks or ()]

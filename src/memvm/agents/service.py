@@ -161,6 +161,14 @@ async def get_agent(session: AsyncSession, agent_id: str, *, lock: bool = False)
     return agent
 
 
+async def embedding_of(session: AsyncSession, agent_id: str) -> str | None:
+    """The agent's embedding model handle (None: the server's default), without reading the rest of it."""
+    row = await repository.embedding_of(session, agent_id)
+    if row is None:
+        raise agent_not_found(agent_id)
+    return row[0]
+
+
 async def get_agent_to_describe(session: AsyncSession, agent_id: str) -> AgentWithBlocks:
     """The agent, with which relations it has that its view would read, and its blocks in prompt
     order, in one statement."""

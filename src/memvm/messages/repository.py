@@ -27,17 +27,19 @@ async def in_context(session: AsyncSession, agent_id: str, conversation_id: str 
 _Query = TypeVar("_Query", bound=Select[Any])
 
 
+_MESSAGES = Message.__table__.c
+_WINDOW_ORDER = (_MESSAGES.kind != "summary", _MESSAGES.seq)  # the running summary first, then by time
+
+
 def _window(query: _Query, agent_id: str, conversation_id: str | None) -> _Query:
     """`query` over the conversation's context window, in its order."""
     in_window = query.where(Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
-    return in_window.order_by((Message.kind != "summary"), Message.seq)
+    return in_window.order_by(*_WINDOW_ORDER)
 
 
 # What the model reads of a message (runtime/loop/conversation.py): rows, not ORM objects, as a turn
 # reads its whole window before each send and building hundreds of objects was most of that read;
-# and a direct statement (db/direct.py), one form for the default conversation and one for the others,
-# in _window's order.
-_MESSAGES = Message.__table__.c
+# and a direct statement (db/direct.py), one form for the default conversation and one for the others.
 _CHAT = (_MESSAGES.kind, _MESSAGES.role, _MESSAGES.content, _MESSAGES.tool_calls, _MESSAGES.tool_status, _MESSAGES.tool_call_id)
 _CHAT_WINDOW = ByNull(
     "conversation_id",
@@ -46,7 +48,7 @@ _CHAT_WINDOW = ByNull(
         select(*_CHAT)
         .where(_MESSAGES.organization_id == bindparam(ORGANIZATION), _MESSAGES.agent_id == bindparam("agent_id"))
         .where(direct.equals(_MESSAGES.conversation_id, conversation), _MESSAGES.in_context)
-        .order_by(_MESSAGES.kind != "summary", _MESSAGES.seq)
+        .order_by(*_WINDOW_ORDER)
     ),
 )
 

@@ -5,12 +5,14 @@ from functools import partial
 from typing import Any
 
 from sqlalchemy import (
+    ARRAY,
     ColumnElement,
     Insert,
     Integer,
     Select,
     String,
     Update,
+    any_,
     bindparam,
     column,
     func,
@@ -31,6 +33,7 @@ from memvm.db.dml import json_rows, row_of
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import Message, Run, RunEvent, Step
 from memvm.orm.conversation import in_conversation
+from memvm.runs.schemas import LastRun
 
 _in_conversation = partial(in_conversation, Run.conversation_id)  # threads.py's names
 
@@ -68,17 +71,21 @@ def steps_query(*, agent_id: str | None, run_id: str | None, model: str | None) 
     return query
 
 
-_LATEST_RUNS = (  # read on every agent view: built once, with bound parameters
-    select(Run)
-    .where(Run.agent_id.in_(bindparam("agent_ids", expanding=True)), Run.completed_at.is_not(None))
-    .ext(distinct_on(Run.agent_id))
-    .order_by(Run.agent_id, Run.created_at.desc())
+_RUN_TABLE = Base.metadata.tables[Run.__tablename__]  # Core: direct statements
+_RUNS = _RUN_TABLE.c
+_LATEST_RUNS = Direct(  # read on every agent view: a direct statement (db/direct.py)
+    select(_RUNS.agent_id, _RUNS.status, _RUNS.stop_reason, _RUNS.completed_at)
+    .where(_RUNS.organization_id == bindparam(ORGANIZATION), _RUNS.agent_id == any_(bindparam("agent_ids", type_=ARRAY(String))))
+    .where(_RUNS.completed_at.is_not(None))
+    .ext(distinct_on(_RUNS.agent_id))
+    .order_by(_RUNS.agent_id, _RUNS.created_at.desc())
 )
 
 
-async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
-    """Each agent's newest finished run."""
-    return {run.agent_id: run for run in await session.scalars(_LATEST_RUNS, {"agent_ids": list(agent_ids)})}
+async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, LastRun]:
+    """How each agent's newest finished run ended."""
+    rows = await direct.run(session, _LATEST_RUNS, {"agent_ids": list(agent_ids)})
+    return {row.agent_id: LastRun(row.status, row.stop_reason, row.completed_at) for row in rows}
 
 
 async def runs_by_ids(session: AsyncSession, run_ids: Sequence[str]) -> dict[str, Run]:
@@ -135,8 +142,6 @@ async def events_after(session: AsyncSession, run_id: str, after: int, limit: in
 
 # Constants, not parameters: in a statement that also sets a run's status they would share its parameter's name.
 _FAILED = {"status": literal_column("'failed'"), "stop_reason": literal_column("'error'"), "completed_at": func.now()}
-_RUN_TABLE = Base.metadata.tables[Run.__tablename__]  # Core: direct statements
-_RUNS = _RUN_TABLE.c
 _by_conversation = partial(ByNull, "conversation_id", String())  # a statement's two forms: default or given conversation
 
 

@@ -1,7 +1,7 @@
 """Run and step shapes of the Letta v1 API (letta_client.types Run, Step, runs usage)."""
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -20,6 +20,14 @@ def status_after(stop_reason: str) -> RunStatus:
     if stop_reason == "cancelled":
         return "cancelled"
     return "completed" if stop_reason in COMPLETED_STOPS else "failed"
+
+
+class LastRun(NamedTuple):
+    """How an agent's newest finished run ended (what its view and the console show)."""
+
+    status: str
+    stop_reason: str | None
+    completed_at: datetime
 
 
 class RunRead(BaseModel):

@@ -14,7 +14,7 @@ from memvm.ids import new_id
 from memvm.orm import Message, Run, RunEvent, Step
 from memvm.runs import repository, traces
 from memvm.runs.clock import RunClock
-from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, RunUsage, StepFeedback, status_after
+from memvm.runs.schemas import ACTIVE_STATUSES, ALL_STATUSES, LastRun, RunUsage, StepFeedback, status_after
 from memvm.threads import ANY_CONVERSATION, describe
 
 
@@ -202,7 +202,7 @@ async def list_steps(
     return await fetch_page(session, repository.steps_query(agent_id=agent_id, run_id=run_id, model=model), Step, page)
 
 
-async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, Run]:
+async def latest_runs(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, LastRun]:
     return await repository.latest_runs(session, agent_ids) if agent_ids else {}
 
 

@@ -28,8 +28,8 @@ log = logging.getLogger(__name__)
 
 async def _agent_embedder(deps: RuntimeDeps, caller: Caller, agent_id: str) -> Embedder:
     async with reading(deps.sessionmaker, caller.organization_id) as session:
-        agent = await agents.get_agent(session, agent_id)
-    return deps.embedders.for_handle(agent.embedding)
+        handle = await agents.embedding_of(session, agent_id)
+    return deps.embedders.for_handle(handle)
 
 
 async def insert_for_agent(deps: RuntimeDeps, caller: Caller, agent_id: str, items: Sequence[PassageCreate]) -> list[Passage]:
