@@ -224,6 +224,21 @@ async def test_the_agent_s_recall_count_counts_its_default_conversation_only(cli
     assert "- 6 previous messages between you and the user are stored in recall memory" in thread_prompt
 
 
+async def test_the_default_conversations_recompile_answers_and_stores_the_prompt_of_the_blocks_as_they_are(client, db):
+    agent = await create_agent(client, **MODEL, memory_blocks=[{"label": "human", "value": "Name: Ana"}])
+    await db.execute(  # changed behind the server's back: only a recompile brings it into the prompt
+        "UPDATE block SET value = 'Name: Bo' FROM agent_block"
+        " WHERE agent_block.block_id = block.id AND agent_block.agent_id = $1",
+        agent["id"],
+    )
+
+    answered = await client.post("/v1/conversations/default/recompile", json={"agent_id": agent["id"]})
+    stored = await db.fetchval("SELECT compiled_system FROM agent WHERE id = $1", agent["id"])
+
+    assert answered.status_code == 200, answered.text
+    assert "Name: Bo" in answered.json() and "Name: Ana" not in answered.json() and answered.json() == stored
+
+
 @pytest.fixture
 async def keyed(settings):
     """The app with access control on, and a key of organizations `a` and `b`."""

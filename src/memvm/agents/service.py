@@ -35,6 +35,7 @@ from memvm.prompts.service import (
     preview_prompt,
     recompile_agents,
     recompile_locked,
+    show_stored,
 )
 from memvm.tools import service as tools
 
@@ -108,8 +109,9 @@ async def create_agent(session: AsyncSession, data: AgentCreate, *, actor: Actor
     chosen_tools = tools.check_chosen(tool_names, data.tool_ids, stored.tools)
     if folder_ids:
         await files.set_folders(session, agent_id, folder_ids)  # after the tools: the file tools come with them
-        # Its prompt lists the folders' files; the recompile stamps the row again, as now read.
-        [agent] = await recompile_agents(session, [agent_id])
+        # Its prompt lists the folders' files; the recompile stamps the row again.
+        [prompt] = await recompile_agents(session, [agent_id])
+        show_stored(agent, prompt)
     if data.identity_ids:
         await identities.set_agent_identities(session, agent_id, data.identity_ids)
     return NewAgent(agent, [*created, *existing], chosen_tools)
@@ -390,7 +392,7 @@ async def recompile(session: AsyncSession, agent_id: str, *, update_timestamp: b
     recompiled = await recompile_agents(session, [agent_id], keep_timestamp=not update_timestamp)
     if not recompiled:
         await get_agent(session, agent_id)  # raises the NotFound every agent route gives
-    return recompiled[0].compiled_system
+    return recompiled[0].prompt
 
 
 async def prompt_in_mode(session: AsyncSession, agent_id: str, mode: RenderMode) -> str:

@@ -6,10 +6,27 @@ from datetime import datetime
 from functools import cache
 from typing import Any
 
-from sqlalchemy import ARRAY, BindParameter, Select, String, Update, UpdateBase, and_, bindparam, func, or_, select, true, update
+from sqlalchemy import (
+    ARRAY,
+    BindParameter,
+    ColumnElement,
+    Select,
+    String,
+    Update,
+    UpdateBase,
+    and_,
+    any_,
+    bindparam,
+    func,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db import direct
+from memvm.db.base import Base
 from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import (
@@ -28,6 +45,7 @@ from memvm.orm import (
     Tool,
 )
 from memvm.orm.agent_links import HAS_IDENTITIES, HAS_RUNS
+from memvm.prompts.schemas import PROMPT_AGENT_COLUMNS, PromptBlock, PromptInputs
 
 # <memory_metadata> lists at most this many distinct archival tags.
 MAX_LISTED_TAGS = 100
@@ -73,14 +91,20 @@ def _outside_counts() -> tuple[Any, Any, Any, Any]:
     recall = (
         select(func.count())
         .select_from(Message)
-        .where(Message.agent_id == Agent.id, Message.conversation_id.is_(None), ~Message.in_context)
+        .where(_of_agent(Message), Message.conversation_id.is_(None), ~Message.in_context)
         .scalar_subquery()
     )
-    archives = select(AgentArchive.archive_id).where(AgentArchive.agent_id == Agent.id).correlate(Agent)
+    archives = select(AgentArchive.archive_id).where(_of_agent(AgentArchive)).correlate(Agent)
     stored = func.coalesce(func.sum(Archive.passage_count), 0)
-    passages = select(stored).where(Archive.id.in_(archives)).scalar_subquery()
-    folders = select(func.count()).select_from(AgentFolder).where(AgentFolder.agent_id == Agent.id).scalar_subquery()
+    passages = select(stored).where(Archive.organization_id == Agent.organization_id, Archive.id.in_(archives)).scalar_subquery()
+    folders = select(func.count()).select_from(AgentFolder).where(_of_agent(AgentFolder)).scalar_subquery()
     return recall, passages, folders, _first_tags()
+
+
+def _of_agent(linked: Any) -> ColumnElement[bool]:
+    """Rows of `linked` (a table with agent_id) of the agent of the enclosing statement, organization
+    named: a direct statement (db/direct.py) has no session to scope its subqueries."""
+    return and_(linked.organization_id == Agent.organization_id, linked.agent_id == Agent.id)
 
 
 def _first_tags() -> Any:
@@ -88,7 +112,7 @@ def _first_tags() -> Any:
     from its tag index, hold every tag that can be among them, so no archive is read further."""
     first_of_archive = (
         select(ArchiveTag.tag)
-        .where(ArchiveTag.archive_id == AgentArchive.archive_id)
+        .where(ArchiveTag.organization_id == AgentArchive.organization_id, ArchiveTag.archive_id == AgentArchive.archive_id)
         .order_by(ArchiveTag.tag)
         .limit(MAX_LISTED_TAGS)
         .lateral("first_of_archive")
@@ -99,7 +123,7 @@ def _first_tags() -> Any:
         .distinct()
         .select_from(AgentArchive)
         .join(first_of_archive, true())
-        .where(AgentArchive.agent_id == Agent.id)
+        .where(_of_agent(AgentArchive))
         .order_by(tag)
         .limit(MAX_LISTED_TAGS)
     )
@@ -110,12 +134,20 @@ def _first_tags() -> Any:
 # UPDATE (a recompile changes no key): it does not wait for the key-share locks that inserting a
 # message takes on its agent, so a turn that stored its step's messages and then edits a shared
 # block cannot deadlock with a block write recompiling that agent (blocks first, then agents).
-_LOCK_AGENTS = (
-    select(Agent, *_outside_counts())
-    .where(Agent.id.in_(_OF_AGENTS))
-    .order_by(Agent.id)
-    .with_for_update(key_share=True, of=Agent)
-    .execution_options(populate_existing=True)
+_AGENT_TABLE, _LINK_TABLE, _BLOCK_TABLE = (Base.metadata.tables[m.__tablename__] for m in (Agent, AgentBlock, Block))
+_AGENTS, _LINKS, _BLOCKS = _AGENT_TABLE.c, _LINK_TABLE.c, _BLOCK_TABLE.c
+_ANY_AGENT = any_(bindparam("agent_ids", type_=ARRAY(String)))
+_LOCK_PROMPT_INPUTS = Direct(  # every recompile: direct statements (db/direct.py)
+    select(*(_AGENTS[name] for name in PROMPT_AGENT_COLUMNS), *_outside_counts())
+    .where(_AGENTS.organization_id == bindparam(ORGANIZATION), _AGENTS.id == _ANY_AGENT)
+    .order_by(_AGENTS.id)
+    .with_for_update(key_share=True, of=_AGENT_TABLE)
+)
+_PROMPT_BLOCKS = Direct(
+    select(_LINKS.agent_id, *(_BLOCKS[name] for name in PromptBlock._fields))
+    .join(_BLOCK_TABLE, and_(_BLOCKS.organization_id == _LINKS.organization_id, _BLOCKS.id == _LINKS.block_id))
+    .where(_LINKS.organization_id == bindparam(ORGANIZATION), _LINKS.agent_id == _ANY_AGENT)
+    .order_by(_LINKS.agent_id, _LINKS.position)
 )
 _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
 # The same locks alone, on these agents and those that read these archives: taken in a statement
@@ -137,10 +169,18 @@ _LOCK_AGENT_WITH_LINKS = (
 )
 
 
-async def lock_agents(session: AsyncSession, agent_ids: Sequence[str]) -> list[tuple[Agent, int, int, int, tuple[str, ...]]]:
-    """The agents, locked, with their outside counts and tags (see `_outside_counts`), in one statement."""
-    rows = await session.execute(_LOCK_AGENTS, {"agent_ids": list(agent_ids)})
-    return [(agent, recall, passages, folders, tuple(tags)) for agent, recall, passages, folders, tags in rows]
+async def lock_prompt_inputs(session: AsyncSession, agent_ids: Sequence[str]) -> list[PromptInputs]:
+    """What the agents' prompts are compiled from, the agents locked (in id order: see above)."""
+    rows = await direct.run(session, _LOCK_PROMPT_INPUTS, {"agent_ids": list(agent_ids)})
+    return [PromptInputs._make((*row[:-1], tuple(row[-1]))) for row in rows]
+
+
+async def prompt_blocks(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[PromptBlock]]:
+    """What the agents' prompts show of their blocks, each agent's in attachment order."""
+    by_agent: dict[str, list[PromptBlock]] = {agent_id: [] for agent_id in agent_ids}
+    for row in await direct.run(session, _PROMPT_BLOCKS, {"agent_ids": list(agent_ids)}):
+        by_agent[row.agent_id].append(PromptBlock._make(row[1:]))
+    return by_agent
 
 
 async def lock_readers(session: AsyncSession, agent_ids: Sequence[str], archive_ids: Sequence[str]) -> list[str]:
@@ -185,9 +225,6 @@ async def conversation_outside_count(session: AsyncSession, conversation_id: str
     """Messages of the conversation stored but out of its context window."""
     query = select(func.count()).where(Message.conversation_id == conversation_id, ~Message.in_context)
     return await session.scalar(query) or 0
-
-
-_AGENT_TABLE = Agent.metadata.tables[Agent.__tablename__]
 
 
 def _prompt_update(organization: str) -> Update:

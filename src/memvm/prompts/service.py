@@ -8,15 +8,17 @@ from datetime import UTC, datetime
 from importlib.resources import files
 from typing import Any, NamedTuple
 
-from sqlalchemy import UpdateBase
+from sqlalchemy import UpdateBase, inspect
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm.attributes import set_committed_value
 
+from memvm.db.tenancy import organization_of_new_rows
 from memvm.memory.compiler import BlockView, RenderMode, compile_system_prompt
 from memvm.memory.files_view import DirectoryView, FileLimits, FileView, file_limits, render_directories
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
 from memvm.orm import Agent, Block, Tool
 from memvm.prompts import repository
+from memvm.prompts.schemas import PromptAgent, PromptBlock, PromptBlockFields, PromptInputs, StoredPrompt
 
 _DEFERRED_RECOMPILES = "memvm.recompiles_at_end"  # session.info key: agent ids to recompile at the end
 _DEFERRED_READERS = "memvm.readers_recompiled_at_end"  # session.info key: archives whose readers to recompile
@@ -24,14 +26,14 @@ _DEFERRED_READERS = "memvm.readers_recompiled_at_end"  # session.info key: archi
 DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 
 
-def block_views(blocks: Sequence[Block]) -> list[BlockView]:
+def block_views(blocks: Sequence[PromptBlockFields]) -> list[BlockView]:
     return [
         BlockView(label=b.label, value=b.value, limit=b.char_limit, description=b.description, read_only=b.read_only)
         for b in blocks
     ]
 
 
-def file_limits_of(agent: Agent) -> FileLimits:
+def file_limits_of(agent: PromptAgent) -> FileLimits:
     """How many of its files the agent may have open and how many characters each view shows: its
     own settings, else Letta's defaults for its model's context window."""
     context_window = agent.context_window_limit or (agent.llm_config or {}).get("context_window")
@@ -50,8 +52,8 @@ def directory_views(rows: Sequence[Any]) -> list[DirectoryView]:
 
 
 def compile_agent_prompt(
-    agent: Agent,
-    blocks: Sequence[Block],
+    agent: PromptAgent,
+    blocks: Sequence[PromptBlockFields],
     stats: MemoryStats,
     *,
     compiled_at: datetime,
@@ -138,9 +140,12 @@ def recompiles_dropped_on_error(session: AsyncSession) -> Iterator[None]:
         raise
 
 
-async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False) -> list[Agent]:
+async def recompile_agents(
+    session: AsyncSession, agent_ids: Iterable[str], *, keep_timestamp: bool = False
+) -> list[StoredPrompt]:
     """Lock the agents, then compile from the blocks as they are now and store the result. Returns
-    the agents recompiled (none while recompiles are deferred: see `recompiles_at_end`)."""
+    the prompts stored (none while recompiles are deferred: see `recompiles_at_end`); the session's
+    copies of the agents, if it holds any, show them."""
     ids = sorted(set(agent_ids))
     if not ids:
         return []
@@ -148,10 +153,11 @@ async def recompile_agents(session: AsyncSession, agent_ids: Iterable[str], *, k
     if deferred is not None and not keep_timestamp:
         deferred.update(ids)
         return []
-    locked = await repository.lock_agents(session, ids)
-    blocks = await repository.blocks_in_prompt_order(session, ids)
-    await _store_prompts(session, locked, blocks, keep_timestamp=keep_timestamp)
-    return [agent for agent, *_ in locked]
+    locked = await repository.lock_prompt_inputs(session, ids)
+    blocks = await repository.prompt_blocks(session, ids)
+    stored = await _store_prompts(session, locked, blocks, keep_timestamp=keep_timestamp)
+    _update_held(session, stored)
+    return stored
 
 
 class LockedAgent(NamedTuple):
@@ -197,33 +203,43 @@ async def recompile_locked(
     if stored is None:
         return None
     updated_at, tools = stored
-    _as_stored(agent, prompt, compiled_at, updated_at)
+    show_stored(agent, StoredPrompt(agent.id, prompt, compiled_at, updated_at))
     return tools
 
 
-def _as_stored(agent: Agent, prompt: str, compiled_at: datetime, updated_at: datetime) -> None:
-    """What a statement stored of the agent, as if loaded: the session has nothing of it left to write."""
-    for name, value in (("compiled_system", prompt), ("system_compiled_at", compiled_at), ("updated_at", updated_at)):
-        set_committed_value(agent, name, value)
-
-
 async def _store_prompts(
-    session: AsyncSession,
-    locked: Sequence[tuple[Agent, int, int, int, tuple[str, ...]]],
-    blocks: Mapping[str, Sequence[Block]],
-    *,
-    keep_timestamp: bool,
-) -> None:
+    session: AsyncSession, locked: Sequence[PromptInputs], blocks: Mapping[str, Sequence[PromptBlock]], *, keep_timestamp: bool
+) -> list[StoredPrompt]:
     # Only agents with folders have directories to read: the others' recompiles cost no statement more.
-    with_folders = [agent.id for agent, _, _, folders, _ in locked if folders]
+    with_folders = [agent.id for agent in locked if agent.folders]
     directories = await repository.directories_in_prompt_order(session, with_folders) if with_folders else {}
     now = datetime.now(UTC)
-    for agent, recall, passages, _, tags in locked:
+    stored = []
+    for agent in locked:
         compiled_at = agent.system_compiled_at if keep_timestamp else now
         shown = directory_views(directories.get(agent.id, []))
-        stats = MemoryStats(recall, passages, tags)
+        stats = MemoryStats(agent.recall, agent.passages, agent.tags)
         prompt = compile_agent_prompt(agent, blocks[agent.id], stats, compiled_at=compiled_at, directories=shown)
-        _as_stored(agent, prompt, compiled_at, await repository.store_prompt(session, agent.id, prompt, compiled_at))
+        updated_at = await repository.store_prompt(session, agent.id, prompt, compiled_at)
+        stored.append(StoredPrompt(agent.id, prompt, compiled_at, updated_at))
+    return stored
+
+
+def _update_held(session: AsyncSession, stored: Sequence[StoredPrompt]) -> None:
+    """What the recompile stored, on the session's copies of the agents (those it holds)."""
+    organization_id = organization_of_new_rows(session.sync_session, "Agent")
+    mapper = inspect(Agent)
+    for prompt in stored:
+        held = session.sync_session.identity_map.get(mapper.identity_key_from_primary_key((organization_id, prompt.agent_id)))
+        if held is not None:
+            show_stored(held, prompt)
+
+
+def show_stored(agent: Agent, stored: StoredPrompt) -> None:
+    """The stored prompt on the agent's object, as if loaded: the session has nothing of it left to write."""
+    stored_values = {"compiled_system": stored.prompt, "system_compiled_at": stored.compiled_at, "updated_at": stored.updated_at}
+    for name, value in stored_values.items():
+        set_committed_value(agent, name, value)
 
 
 async def preview_prompt(session: AsyncSession, agent: Agent, *, keep_timestamp: bool, mode: RenderMode | None = None) -> str:
