@@ -3,12 +3,15 @@
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from sqlalchemy import Select, Text, bindparam, delete, func, select, true, update
 from sqlalchemy.dialects.postgresql import ARRAY, aggregate_order_by, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db import direct
+from memvm.db.base import Base
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of_new_rows, owned
 from memvm.orm import Agent, AgentArchive, Archive, ArchiveTag, Passage
@@ -61,17 +64,31 @@ async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
 # The agent a passage write inserts for: key-share locked, so it is neither deleted nor are its archives
 # attached or detached (each locks it FOR UPDATE) before the write commits, yet no recompile (FOR NO KEY
 # UPDATE) waits for it: the archive's counts come before any agent lock (see service.py's lock order).
-_KEY_SHARED_WRITER = (
-    select(Agent)
-    .where(Agent.id == bindparam("agent_id"))
-    .execution_options(populate_existing=True)
+class Writer(NamedTuple):
+    """What a passage write needs of its agent."""
+
+    id: str
+    name: str
+    default_archive_id: str | None
+
+
+_AGENTS = Base.metadata.tables[Agent.__tablename__].c
+_KEY_SHARED_WRITER = Direct(  # every archival insert: a direct statement (db/direct.py)
+    select(*(_AGENTS[name] for name in Writer._fields))
+    .where(_AGENTS.organization_id == bindparam(ORGANIZATION), _AGENTS.id == bindparam("agent_id"))
     .with_for_update(key_share=True, read=True)
 )
 
 
-async def lock_writer(session: AsyncSession, agent_id: str) -> Agent | None:
-    """The agent, read again under its lock (see _KEY_SHARED_WRITER)."""
-    return await session.scalar(_KEY_SHARED_WRITER, {"agent_id": agent_id})
+async def lock_writer(session: AsyncSession, agent_id: str) -> Writer | None:
+    """The agent, read again under its lock (see _KEY_SHARED_WRITER); None if there is no such agent."""
+    row = (await direct.run(session, _KEY_SHARED_WRITER, {"agent_id": agent_id})).first()
+    return None if row is None else Writer._make(row)
+
+
+async def set_default_archive(session: AsyncSession, agent_id: str, archive_id: str) -> None:
+    """The session's copy of the agent, if it holds one, shows it too (the ORM's UPDATE)."""
+    await session.execute(update(Agent).where(Agent.id == agent_id).values(default_archive_id=archive_id))
 
 
 _DEFAULT_ARCHIVE_LOCK_CLASS = 0x6D41  # namespaces these keys among memvm's other advisory locks (turn_lock.py)

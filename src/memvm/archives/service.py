@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.archives import repository
-from memvm.archives.repository import SearchScope
+from memvm.archives.repository import SearchScope, Writer
 from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.db.tenancy import owned
@@ -146,12 +146,12 @@ async def write_archive(session: AsyncSession, agent_id: str, model: EmbeddingMo
         return archive
     archive = await create_archive(session, ArchiveCreate(name=f"{agent.name}'s Archive"), model)
     session.add(AgentArchive(agent_id=agent.id, archive_id=archive.id))
-    agent.default_archive_id = archive.id
     await session.flush()
+    await repository.set_default_archive(session, agent.id, archive.id)
     return archive
 
 
-async def _locked_default_archive(session: AsyncSession, agent: Agent | None) -> Archive | None:
+async def _locked_default_archive(session: AsyncSession, agent: Writer | None) -> Archive | None:
     if agent is None or agent.default_archive_id is None:
         return None
     return await repository.lock_archive(session, agent.default_archive_id, to="passages")
