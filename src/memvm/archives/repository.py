@@ -61,9 +61,6 @@ async def agent_ids_of(session: AsyncSession, archive_id: str) -> list[str]:
     return list(await session.scalars(select(AgentArchive.agent_id).where(AgentArchive.archive_id == archive_id)))
 
 
-# The agent a passage write inserts for: key-share locked, so it is neither deleted nor are its archives
-# attached or detached (each locks it FOR UPDATE) before the write commits, yet no recompile (FOR NO KEY
-# UPDATE) waits for it: the archive's counts come before any agent lock (see service.py's lock order).
 class Writer(NamedTuple):
     """What a passage write needs of its agent."""
 
@@ -72,6 +69,9 @@ class Writer(NamedTuple):
     default_archive_id: str | None
 
 
+# The agent a passage write inserts for: key-share locked, so it is neither deleted nor are its archives
+# attached or detached (each locks it FOR UPDATE) before the write commits, yet no recompile (FOR NO KEY
+# UPDATE) waits for it: the archive's counts come before any agent lock (see service.py's lock order).
 _AGENTS = Base.metadata.tables[Agent.__tablename__].c
 _KEY_SHARED_WRITER = Direct(  # every archival insert: a direct statement (db/direct.py)
     select(*(_AGENTS[name] for name in Writer._fields))
