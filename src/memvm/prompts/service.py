@@ -18,7 +18,7 @@ from memvm.memory.files_view import DirectoryView, FileLimits, FileView, file_li
 from memvm.memory.metadata import MemoryStats, render_memory_metadata
 from memvm.orm import Agent, Block, Tool
 from memvm.prompts import repository
-from memvm.prompts.schemas import PromptAgent, PromptBlock, PromptBlockFields, PromptInputs, StoredPrompt
+from memvm.prompts.schemas import PromptBlock, PromptInputs, StoredPrompt
 
 _DEFERRED_RECOMPILES = "memvm.recompiles_at_end"  # session.info key: agent ids to recompile at the end
 _DEFERRED_READERS = "memvm.readers_recompiled_at_end"  # session.info key: archives whose readers to recompile
@@ -26,14 +26,14 @@ _DEFERRED_READERS = "memvm.readers_recompiled_at_end"  # session.info key: archi
 DEFAULT_SYSTEM_PROMPT = files("memvm.prompts").joinpath("default_system.txt").read_text(encoding="utf-8").rstrip()
 
 
-def block_views(blocks: Sequence[PromptBlockFields]) -> list[BlockView]:
+def block_views(blocks: Sequence[Block | PromptBlock]) -> list[BlockView]:
     return [
         BlockView(label=b.label, value=b.value, limit=b.char_limit, description=b.description, read_only=b.read_only)
         for b in blocks
     ]
 
 
-def file_limits_of(agent: PromptAgent) -> FileLimits:
+def file_limits_of(agent: Agent | PromptInputs) -> FileLimits:
     """How many of its files the agent may have open and how many characters each view shows: its
     own settings, else Letta's defaults for its model's context window."""
     context_window = agent.context_window_limit or (agent.llm_config or {}).get("context_window")
@@ -52,8 +52,8 @@ def directory_views(rows: Sequence[Any]) -> list[DirectoryView]:
 
 
 def compile_agent_prompt(
-    agent: PromptAgent,
-    blocks: Sequence[PromptBlockFields],
+    agent: Agent | PromptInputs,
+    blocks: Sequence[Block | PromptBlock],
     stats: MemoryStats,
     *,
     compiled_at: datetime,
