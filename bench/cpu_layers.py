@@ -10,7 +10,8 @@ split further), memvm's own code, and HTTP serving (uvicorn/uvloop, Starlette, F
 
     BENCH_SHARED_DIR=../shared/bench python3 -m bench.cpu_layers --op turn --count 60 --profile
 Ops: turn (a message that makes 2 model calls and 1 memory-tool call), get_agent, create_agent,
-insert_passage (the agents embed through the fake's 1536-d /v1/embeddings, as the side-by-side's do).
+insert_passage (the agents embed through the fake's 1536-d /v1/embeddings, as the side-by-side's do),
+search_passages (archival search, hybrid, top_k 10, in an archive of 200 passages inserted first).
 """
 
 import argparse
@@ -31,6 +32,9 @@ from bench.scale_cluster import Fail, process_table, wait_healthy
 from bench.scale_sim import agent_body
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+SEARCHED_PASSAGES = 200  # the side-by-side's smaller archive: the exact ranking, no index walk
+OPS = ["turn", "get_agent", "create_agent", "insert_passage", "search_passages"]
+WORDS = ("quick", "brown", "lazy", "river", "garden", "winter", "music")
 
 
 def memvm_processes(root: int) -> dict[int, tuple[str, float]]:
@@ -107,7 +111,14 @@ def op_request(op: str, client: httpx.Client, llm_url: str) -> Callable[[int], h
         "insert_passage": lambda i: client.post(
             f"/v1/agents/{agent_id}/archival-memory", json={"text": f"Passage {i}: the quick brown fox jumps over the lazy dog"}
         ),
+        "search_passages": lambda i: client.get(
+            f"/v1/agents/{agent_id}/archival-memory/search", params={"query": f"{WORDS[i % 7]} fox {i}", "top_k": 10}
+        ),
     }
+    if op == "search_passages":
+        for i in range(SEARCHED_PASSAGES):
+            text = f"Passage {i}: the {WORDS[i % 7]} fox jumps over the lazy dog {WORDS[(i * 3) % 7]}"
+            client.post(f"/v1/agents/{agent_id}/archival-memory", json={"text": text}).raise_for_status()
     return requests[op]
 
 
@@ -145,7 +156,7 @@ def report(args: argparse.Namespace, latencies: list[float], used: dict[int, tup
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--op", choices=["turn", "get_agent", "create_agent", "insert_passage"], default="turn")
+    parser.add_argument("--op", choices=OPS, default="turn")
     parser.add_argument("--count", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--profile", action="store_true", help="sample the HTTP processes with py-spy (blocking, --rate)")

@@ -22,13 +22,12 @@ Compiled = tuple[str, list[str], dict[str, Any]]
 
 
 class _Capture:
-    """Stands in for an AsyncSession: records every statement memvm.search.* would execute, with the
-    parameters passed alongside (e.g. text("... :ef"), {"ef": "40"})."""
+    """Stands in for an AsyncSession: records every statement memvm.search.conversation would execute,
+    with the parameters passed alongside (e.g. text("... :ef"), {"ef": "40"})."""
 
-    def __init__(self, lexemes: list[str] | None = None, index_pays: bool = False) -> None:
+    def __init__(self, lexemes: list[str] | None = None) -> None:
         self.statements: list[tuple[Any, dict[str, Any] | None]] = []
         self.lexemes = lexemes or []  # what the server's lexeme lookup would return
-        self.index_pays = index_pays  # what the server's count would answer (passages.index_pays)
 
     async def execute(self, statement, params=None, *a, **k):
         self.statements.append((statement, params))
@@ -44,9 +43,9 @@ class _Capture:
         return _R()
 
     async def scalar(self, statement, params=None, *a, **k):
-        # the only scalar query of a search: whether the HNSW index pays (it turns sorts off when it does)
+        # the lexeme lookup of a full-text-only search
         self.statements.append((statement, params))
-        return self.index_pays
+        return self.lexemes if "to_tsvector" in str(statement) else None
 
     async def scalars(self, statement, params=None, *a, **k):
         if "to_tsvector" in str(statement):  # the server's lexeme lookup: answer it, it is not the statement timed
@@ -120,19 +119,27 @@ def _is_marker(value: Any) -> bool:
 
 async def archival_sql(conn: asyncpg.Connection, archive_id: str, top_k: int, tags: list[str]) -> ServerSql:
     """The vector-only statement the server runs for this archive: through the HNSW index or exactly,
-    as the server's own count (asked here on `conn`) decides."""
+    as the server's own first statement (and, with a tag, its count) decides, asked here on `conn`.
+    The search's statements name their organization (memvm/db/direct.py): the archive's."""
     from memvm.search import passages
+    from memvm.search.vector_index import vector_search_parameters
 
     search = passages.PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=_MARKER, top_k=top_k, tags=tags)
-    count_sql, count_names, count_params = _compiled(search.index_pays_statement(), search.parameters(top_k))
+    organization = {"organization_id": await conn.fetchval("SELECT organization_id FROM archive WHERE id = $1", archive_id)}
+    preparation = search.preparation(False)
+    settings = {**vector_search_parameters(top_k), **organization}
+    if preparation.decides:
+        settings.update(search.filter_parameters(top_k))
+    sets = [_compiled(preparation.statement.statement, settings)]
+    counted = None if preparation.decides else search.index_pays_statement()
+    if counted is not None:
+        sets.append(_compiled(counted.statement, {**search.filter_parameters(top_k), **organization}))
     async with conn.transaction():
-        await conn.execute("SET LOCAL enable_seqscan = off")
-        index_pays = bool(await conn.fetchval(count_sql, *[count_params[n] for n in count_names]))
-    cap = _Capture(index_pays=index_pays)
-    await passages.search_passages(cap, search)
-    compiled = cap.compiled()
-    sql = next(c for c in compiled if "<=>" in c[0])
-    return _server_sql("archival" + ("+tags" if tags else ""), compiled, sql, True)
+        answers = [await conn.fetchrow(sql, *[params[n] for n in names]) for sql, names, params in sets]
+    index_pays = bool(answers[-1]["pays"]) if preparation.decides or counted is not None else False
+    statement = search.statement(indexed=index_pays).statement
+    sql = _compiled(statement, {**search.parameters(top_k), **organization})
+    return _server_sql("archival" + ("+tags" if tags else ""), sets, sql, True)
 
 
 async def conversation_sql(conn: asyncpg.Connection, agent_id: str, query: str, limit: int, mode: str) -> ServerSql:

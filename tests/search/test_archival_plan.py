@@ -7,11 +7,12 @@ import random
 from sqlalchemy import false, literal, select, text
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
+from memvm.db import direct
 from memvm.db.uow import transaction
 from memvm.ids import new_id
-from memvm.search.passages import PassageSearch, index_pays, search_passages
-from memvm.search.vector_index import prefer_vector_index, sorts_back_on
-from tests.search.test_vector_index import Explain, insert_archive, keep_counts
+from memvm.search.passages import PassageSearch, prepare, search_passages
+from memvm.search.vector_index import sorts_back_on
+from tests.search.test_vector_index import insert_archive, keep_counts, plan_of
 
 MODEL = "openai/text-embedding-3-small"
 DIM = 1536
@@ -70,11 +71,8 @@ def search_of(archive_id: str, top_k: int = 10, **filters) -> PassageSearch:
 
 async def planned(session, search: PassageSearch) -> str:
     """EXPLAIN of the statement search_passages runs for a vector-only search."""
-    await prefer_vector_index(session, search.top_k)
-    indexed = await index_pays(session, search, search.top_k)
-    return "\n".join(
-        (await session.execute(Explain(search.statement(indexed=indexed)), search.parameters(search.top_k))).scalars()
-    )
+    _, indexed = await prepare(session, search, search.top_k)
+    return await plan_of(session, search.statement(indexed=indexed), search.parameters(search.top_k))
 
 
 async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keeps_the_exact_top_k(db, sessionmaker):
@@ -88,7 +86,7 @@ async def test_the_plan_follows_the_filtered_size_and_a_filtered_index_scan_keep
         # index scan must go on well past its first ef_search (100) passages to fill top_k
         found = await search_passages(session, third)
         await session.execute(text("SET LOCAL enable_indexscan = off"))
-        exact = list(await session.execute(third.statement(indexed=False), third.parameters(third.top_k)))
+        exact = list(await direct.run(session, third.statement(indexed=False), third.parameters(third.top_k)))
 
     assert "ix_passage_embedding_1536" in whole, whole
     assert "ix_passage_embedding_1536" not in rare, rare  # 16 passages: reading them beats the index
@@ -141,14 +139,14 @@ async def test_an_unfiltered_search_picks_its_plan_from_the_archives_kept_counts
     # that grew with the archive (issue 30).
     archive_id = await seed(db, 1530)
     async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
-        await prefer_vector_index(session, 10)
+        await prepare(session, search_of(archive_id), 10)  # the settings, as a search's first statement makes them
         plans = {}
         for name, search in (("whole", search_of(archive_id)), ("rare", search_of(archive_id, tags=["rare"]))):
-            statement = Explain(search.index_pays_statement(), analyze=True)
-            plans[name] = "\n".join((await session.execute(statement, search.parameters(10))).scalars())
+            counted = search.index_pays_statement()
+            assert counted is not None
+            plans[name] = await plan_of(session, counted, search.filter_parameters(10), analyze=True)
         await db.execute("UPDATE archive SET passage_count = 400 WHERE id = $1", archive_id)
-        await prefer_vector_index(session, 10)
-        below_an_exact_scans_cost = await index_pays(session, search_of(archive_id), 10)
+        _, below_an_exact_scans_cost = await prepare(session, search_of(archive_id), 10)
 
     assert " on passage" not in plans["whole"], plans["whole"]
     assert " on passage" in plans["rare"], plans["rare"]  # a filter's passages are counted

@@ -8,31 +8,36 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.sql.expression import ClauseElement
 
 from memvm.actors import DEFAULT_ORGANIZATION_ID
-from memvm.db.tenancy import scoped_to
+from memvm.db import direct
+from memvm.db.direct import Direct
 from memvm.db.uow import transaction
 from memvm.ids import new_id
-from memvm.search.passages import PassageSearch, index_pays, search_passages
-from memvm.search.vector_index import prefer_vector_index
+from memvm.search.passages import PassageSearch, prepare, search_passages
 
 MODEL = "local/all-MiniLM-L6-v2"
 DIM = 384
 
 
 class Explain(Executable, ClauseElement):
-    """EXPLAIN of a statement as the server runs it in an organization: with the organization's filter
-    (db/tenancy.py, which the session adds to ORM statements only), compiled by the session's dialect,
-    its parameters bound as when the server runs it."""
+    """EXPLAIN of a search's statement (a direct one, db/direct.py: it names its organization itself)."""
 
     inherit_cache = False
 
-    def __init__(self, statement: Executable, organization_id: str = DEFAULT_ORGANIZATION_ID, *, analyze: bool = False) -> None:
-        self.statement = scoped_to(statement, organization_id)
+    def __init__(self, statement: Executable, *, analyze: bool = False) -> None:
+        self.statement = statement
         self.analyze = analyze
 
 
 @compiles(Explain)
 def _explain_sql(explain: Explain, compiler, **kw) -> str:
     return ("EXPLAIN ANALYZE " if explain.analyze else "EXPLAIN ") + compiler.process(explain.statement, **kw)
+
+
+async def plan_of(session, statement: Direct, parameters: dict, *, analyze: bool = False) -> str:
+    """The plan of `statement` as the server runs it: in the session's organization and transaction,
+    its parameters bound as the search binds them."""
+    explained = Direct(Explain(statement.statement, analyze=analyze))
+    return "\n".join((await direct.run(session, explained, parameters)).scalars())
 
 
 def unit_vector(rng: random.Random) -> list[float]:
@@ -101,10 +106,8 @@ async def test_search_plan_uses_the_hnsw_index_and_filters_keep_top_k(db, sessio
     async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
         # the server's settings for a search transaction, which search_passages applies itself (without the
         # seq-scan penalty the planner would read all 3,000 rows here)
-        await prefer_vector_index(session, search["top_k"])
-        indexed = await index_pays(session, PassageSearch(**search), search["top_k"])
-        statement = Explain(PassageSearch(**search).statement(indexed=indexed))
-        plan = "\n".join((await session.execute(statement, PassageSearch(**search).parameters(10))).scalars())
+        _, indexed = await prepare(session, PassageSearch(**search), search["top_k"])
+        plan = await plan_of(session, PassageSearch(**search).statement(indexed=indexed), PassageSearch(**search).parameters(10))
         filtered = await search_passages(session, PassageSearch(**search, tags=["rare"]))
 
     assert "ix_passage_embedding_384" in plan, plan
@@ -125,10 +128,10 @@ async def test_an_index_scan_that_ends_with_too_few_is_made_up_for_by_the_exact_
         # The scan's tuple budget spent before it gets there, as in an archive too large to walk.
         await session.execute(text("SET LOCAL hnsw.max_scan_tuples = 1"))
         found = await search_passages(session, far)
-        assert await index_pays(session, far, far.top_k)  # the search took the index first
-        through_index = list(await session.execute(far.statement(indexed=True), far.parameters(far.top_k)))
+        assert (await prepare(session, far, far.top_k))[1]  # the search took the index first
+        through_index = list(await direct.run(session, far.statement(indexed=True), far.parameters(far.top_k)))
         await session.execute(text("SET LOCAL enable_indexscan = off"))
-        exact = list(await session.execute(far.statement(indexed=False), far.parameters(far.top_k)))
+        exact = list(await direct.run(session, far.statement(indexed=False), far.parameters(far.top_k)))
 
     assert len(through_index) < 10
     assert [hit.passage.id for hit in found] == [row.id for row in exact]

@@ -40,17 +40,30 @@ async def archives_of(session: AsyncSession, agent_id: str) -> list[Archive]:
     return list(await session.scalars(query))
 
 
+_AGENTS = Base.metadata.tables[Agent.__tablename__].c
+_AGENT_ARCHIVE_TABLE = Base.metadata.tables[AgentArchive.__tablename__]
+_AGENT_ARCHIVES = _AGENT_ARCHIVE_TABLE.c
+_SEARCH_SCOPE = Direct(  # every archival search: a direct statement (db/direct.py)
+    select(
+        _AGENTS.embedding,
+        _AGENTS.timezone,
+        func.array_remove(func.array_agg(aggregate_order_by(_AGENT_ARCHIVES.archive_id, _AGENT_ARCHIVES.position)), None).label(
+            "archive_ids"
+        ),
+    )
+    .outerjoin(
+        _AGENT_ARCHIVE_TABLE,
+        (_AGENT_ARCHIVES.organization_id == _AGENTS.organization_id) & (_AGENT_ARCHIVES.agent_id == _AGENTS.id),
+    )
+    .where(_AGENTS.organization_id == bindparam(ORGANIZATION), _AGENTS.id == bindparam("agent_id"))
+    .group_by(_AGENTS.organization_id, _AGENTS.id)  # the agent's primary key: its other columns follow
+)
+
+
 async def search_scope(session: AsyncSession, agent_id: str) -> SearchScope | None:
     """One round trip: the agent's embedding handle, timezone and archives (None: no such agent)."""
-    archive_ids = func.array_remove(func.array_agg(aggregate_order_by(AgentArchive.archive_id, AgentArchive.position)), None)
-    query = (
-        select(Agent.embedding, Agent.timezone, archive_ids)
-        .outerjoin(AgentArchive, AgentArchive.agent_id == Agent.id)
-        .where(Agent.id == agent_id)
-        .group_by(Agent.organization_id, Agent.id)  # the agent's primary key: its other columns follow
-    )
-    row = (await session.execute(query)).first()
-    return None if row is None else SearchScope(row[0], row[1], list(row[2]))
+    row = (await direct.run(session, _SEARCH_SCOPE, {"agent_id": agent_id})).first()
+    return None if row is None else SearchScope(row.embedding, row.timezone, list(row.archive_ids))
 
 
 async def all_archives(session: AsyncSession) -> list[Archive]:
@@ -72,7 +85,6 @@ class Writer(NamedTuple):
 # The agent a passage write inserts for: key-share locked, so it is neither deleted nor are its archives
 # attached or detached (each locks it FOR UPDATE) before the write commits, yet no recompile (FOR NO KEY
 # UPDATE) waits for it: the archive's counts come before any agent lock (see service.py's lock order).
-_AGENTS = Base.metadata.tables[Agent.__tablename__].c
 _KEY_SHARED_WRITER = Direct(  # every archival insert: a direct statement (db/direct.py)
     select(*(_AGENTS[name] for name in Writer._fields))
     .where(_AGENTS.organization_id == bindparam(ORGANIZATION), _AGENTS.id == bindparam("agent_id"))

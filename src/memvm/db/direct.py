@@ -48,10 +48,13 @@ class _Compiled:
 
 
 class Direct:
-    """A statement compiled once, at its first run, for the engine's dialect."""
+    """A statement compiled once, at its first run, for the engine's dialect. `tenant=False` is for a
+    statement that reads no table of an organization's (a search's settings and the words of its query):
+    it need not bind `organization_id`."""
 
-    def __init__(self, statement: ClauseElement) -> None:
+    def __init__(self, statement: ClauseElement, *, tenant: bool = True) -> None:
         self.statement = statement
+        self.tenant = tenant
         # Writes, or locks rows (FOR UPDATE/SHARE; no public accessor, as in db/uow.py).
         self.writes = bool(getattr(statement, "is_dml", False)) or getattr(statement, "_for_update_arg", None) is not None
         self._compiled: _Compiled | None = None
@@ -59,14 +62,14 @@ class Direct:
     def compiled_for(self, dialect: Dialect) -> _Compiled:
         compiled = self._compiled
         if compiled is None or compiled.dialect is not dialect:
-            compiled = self._compiled = _compile(self.statement, dialect)
+            compiled = self._compiled = _compile(self.statement, dialect, self.tenant)
         return compiled
 
 
-def _compile(statement: ClauseElement, dialect: Dialect) -> _Compiled:
+def _compile(statement: ClauseElement, dialect: Dialect, tenant: bool) -> _Compiled:
     compiled = cast(SQLCompiler, statement.compile(dialect=dialect))
     binds = compiled.binds
-    if ORGANIZATION not in binds:
+    if tenant and ORGANIZATION not in binds:
         raise NotDirect(f"a direct statement binds `{ORGANIZATION}`, which run() fills in: {str(compiled)[:200]}")
     if any(bind.expanding or bind.literal_execute for bind in binds.values()):
         raise NotDirect("a direct statement's parameters are sent as they are: no IN list, no literal_execute")

@@ -8,27 +8,49 @@ from datetime import datetime
 from functools import cached_property, lru_cache
 from typing import Any
 
-from sqlalchemy import BindParameter, ColumnElement, Integer, Select, String, bindparam, cast, func, literal, select, union_all
-from sqlalchemy.dialects.postgresql import TSQUERY
+from sqlalchemy import (
+    BindParameter,
+    ColumnElement,
+    Integer,
+    Select,
+    String,
+    any_,
+    bindparam,
+    cast,
+    func,
+    literal,
+    select,
+    union_all,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
+from memvm.db import direct
+from memvm.db.direct import Direct
 from memvm.db.vectors import vector_bytes
 from memvm.orm import Archive, Passage
 from memvm.orm.vector_type import Float4Vector
-from memvm.search.conversation import CANDIDATES, VECTOR_BRANCH, lexemes_and_vector_settings
+from memvm.search.conversation import CANDIDATES, VECTOR_BRANCH, lexeme_array
 from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
 from memvm.search.lexical import TermMatch, rank_by_term_rarity
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
-from memvm.search.vector_index import index_pays_statement, prefer_vector_index, same_model, sorts_back_on
+from memvm.search.vector_index import (
+    VECTOR_SEARCH_SETTINGS,
+    index_pays_statement,
+    same_model,
+    sorts_back_on,
+    vector_search_parameters,
+)
 
-# What a search result needs (never the vector: parsing 384+ floats per row is not free).
+# What a search result needs (never the vector: parsing 384+ floats per row is not free). The rows
+# come from the driver (db/direct.py), so the metadata keeps its attribute's name by a label.
 RESULT_COLUMNS = (
     Passage.id,
     Passage.archive_id,
     Passage.text,
     Passage.tags,
-    Passage.metadata_,
+    Passage.metadata_.label("metadata_"),
     Passage.embedding_model,
     Passage.embedding_dim,
     Passage.writer_id,
@@ -49,8 +71,8 @@ class PassageHit:
 @dataclass(frozen=True)
 class _Shape:
     """What the SQL text of a search depends on. Each shape's statements are built once (below), with
-    every value a named parameter: building the hybrid SELECT took 5-7 ms of CPU per search, and a
-    statement built once also keeps its cache key and its organization-scoped copies (db/tenancy.py)."""
+    every value a named parameter (building the hybrid SELECT took 5-7 ms of CPU per search), and are
+    sent directly (db/direct.py: each names its organization, which direct.run fills in)."""
 
     dim: int
     vector: bool  # with a query vector (else the newest passages, distance 0)
@@ -76,42 +98,54 @@ class PassageSearch:
     end: datetime | None = None
     query: str = ""
 
-    def statement(self, *, indexed: bool) -> Select[*tuple[Any, ...]]:
+    def statement(self, *, indexed: bool) -> Direct:
         """The SELECT a vector-only search runs (its `parameters(top_k)`): RESULT_COLUMNS and
         `distance`, nearest first, through the HNSW index or exactly (`indexed`: index_pays)."""
         return _vector_only(self._shape, indexed)
 
-    def hybrid_statement(self, lexemes: int) -> Select[*tuple[Any, ...]]:
+    def hybrid_statement(self, lexemes: int) -> Direct:
         """Both rankings' candidates in one statement, the nearest found exactly (UNION ALL; its
         `parameters(candidates, lexemes)`): the `candidates` nearest passages (`term` VECTOR_BRANCH)
         and, per query lexeme, the `candidates` newest passages that contain it (`term` = the lexeme's
         index), each row with its distance; rank_hybrid orders them."""
         return _hybrid(self._shape, lexemes)
 
-    def nearest_statement(self, *, indexed: bool) -> Select[*tuple[Any, ...]]:
-        """A hybrid search's nearest `candidates` alone (`term` VECTOR_BRANCH): through the index the
-        vector ranking and the lexemes' matches need plans of their own (vector_index.sorts_back_on)."""
+    def nearest_statement(self, *, indexed: bool) -> Direct:
+        """A hybrid search's nearest `candidates` alone (`term` VECTOR_BRANCH; its `parameters(candidates)`):
+        through the index the vector ranking and the lexemes' matches need plans of their own
+        (vector_index.sorts_back_on)."""
         return _nearest_candidates(self._shape, indexed)
 
-    def lexeme_statement(self, lexemes: int) -> Select[*tuple[Any, ...]]:
+    def lexeme_statement(self, lexemes: int) -> Direct:
         """A hybrid search's full-text candidates alone: each lexeme's `candidates` newest matches."""
         return _lexeme_candidates(self._shape, lexemes)
 
-    def index_pays_statement(self) -> Select[*tuple[Any, ...]] | None:
+    def index_pays_statement(self) -> Direct | None:
         """Whether enough passages pass the filters for the HNSW index to beat an exact scan
-        (search.vector_index; its `parameters(candidates)`); None when no index covers the dimension.
+        (search.vector_index; its `filter_parameters(candidates)`); None when no index covers the dimension.
         Filters count too: a tag on 2 % of an archive makes the index scan visit 50 times as many
         passages per candidate. The model is left out (an archive's passages are all of its model).
         Without filters the archives' kept passage counts say it; with dates the count reads the
         (archive_id, created_at) index alone."""
         return _index_pays(self._shape)
 
+    def preparation(self, hybrid: bool) -> "_Preparation":
+        """The transaction's first statement (`prepare`)."""
+        return _preparation(self._shape, hybrid)
+
     def parameters(self, candidates: int, lexemes: Sequence[str] = ()) -> dict[str, Any]:
-        """The values of this search for its statements, which are built once per _Shape."""
-        values: dict[str, Any] = {"archive_ids": list(self.archive_ids), "model": self.model, "limit": candidates}
+        """The values of this search for its ranking statements, which are built once per _Shape (a
+        direct statement takes exactly its own: the lexemes go to the statements that match them)."""
+        values = self.filter_parameters(candidates)
+        values["model"] = self.model
         values.update((_lexeme_name(term), lexeme) for term, lexeme in enumerate(lexemes))
         if self.query_vector is not None:
             values["query_vector"] = self._query_vector_bytes
+        return values
+
+    def filter_parameters(self, candidates: int) -> dict[str, Any]:
+        """The archives, the filters' values and the `limit`: what the index_pays count takes."""
+        values: dict[str, Any] = {"archive_ids": list(self.archive_ids), "limit": candidates}
         if self.tags:
             values["tags"] = list(self.tags)
         values.update((name, bound) for name, bound in (("start", self.start), ("end", self.end)) if bound is not None)
@@ -132,32 +166,35 @@ class PassageSearch:
 # Every branch's LIMIT (top_k for a vector-only search, each ranking's candidates for a hybrid one),
 # and the index_pays count's candidates.
 _LIMIT = bindparam("limit", type_=Integer)
+# An array, not an IN list: a direct statement's parameters are sent as they are.
+_ARCHIVE_IDS = bindparam("archive_ids", type_=ARRAY(String))
+_ORGANIZATION = bindparam(direct.ORGANIZATION, type_=String)
 # Enough for the shapes a deployment uses (a few dimensions × filters × lexeme counts); past it, rebuilt.
 _SHAPES = 256
 
 
 @lru_cache(maxsize=_SHAPES)
-def _vector_only(shape: _Shape, indexed: bool) -> Select[*tuple[Any, ...]]:
+def _vector_only(shape: _Shape, indexed: bool) -> Direct:
     # relaxed_order can return neighbours slightly out of order: re-sort the materialized top_k.
     nearest = select(_nearest(shape, indexed).cte("nearest").prefix_with("MATERIALIZED"))
     ranked = _selected_from(sorts_back_on(nearest) if indexed else nearest)
-    return ranked.order_by(ranked.selected_columns.distance, ranked.selected_columns.created_at.desc())
+    return Direct(ranked.order_by(ranked.selected_columns.distance, ranked.selected_columns.created_at.desc()))
 
 
 @lru_cache(maxsize=_SHAPES)
-def _hybrid(shape: _Shape, lexemes: int) -> Select[*tuple[Any, ...]]:
-    return _selected_from(union_all(_vector_branch(shape, indexed=False), *_lexeme_branches(shape, lexemes)))
+def _hybrid(shape: _Shape, lexemes: int) -> Direct:
+    return Direct(_selected_from(union_all(_vector_branch(shape, indexed=False), *_lexeme_branches(shape, lexemes))))
 
 
 @lru_cache(maxsize=_SHAPES)
-def _nearest_candidates(shape: _Shape, indexed: bool) -> Select[*tuple[Any, ...]]:
+def _nearest_candidates(shape: _Shape, indexed: bool) -> Direct:
     branch = _vector_branch(shape, indexed)
-    return _selected_from(sorts_back_on(branch)) if indexed else branch
+    return Direct(_selected_from(sorts_back_on(branch)) if indexed else branch)
 
 
 @lru_cache(maxsize=_SHAPES)
-def _lexeme_candidates(shape: _Shape, lexemes: int) -> Select[*tuple[Any, ...]]:
-    return _selected_from(union_all(*_lexeme_branches(shape, lexemes)))
+def _lexeme_candidates(shape: _Shape, lexemes: int) -> Direct:
+    return Direct(_selected_from(union_all(*_lexeme_branches(shape, lexemes))))
 
 
 def _vector_branch(shape: _Shape, indexed: bool) -> Select[*tuple[Any, ...]]:
@@ -174,13 +211,42 @@ def _selected_from(rows: Any) -> Select[*tuple[Any, ...]]:
 
 
 @lru_cache(maxsize=_SHAPES)
-def _index_pays(shape: _Shape) -> Select[*tuple[Any, ...]] | None:
-    if shape.tags or shape.start or shape.end:
-        scope: Any = select(Passage.id).where(*_conditions(shape, Passage))
+def _index_pays(shape: _Shape) -> Direct | None:
+    statement = _index_pays_select(shape)
+    return None if statement is None else Direct(statement)
+
+
+def _index_pays_select(shape: _Shape) -> Select[*tuple[Any, ...]] | None:
+    if _counts_passages(shape):
+        scope: Any = select(Passage.id).where(Passage.organization_id == _ORGANIZATION, *_conditions(shape, Passage))
     else:  # kept by every write of their passages (archives/repository.py): no passage is read
-        archives = Archive.id.in_(bindparam("archive_ids", type_=String, expanding=True))
-        scope = select(func.coalesce(func.sum(Archive.passage_count), 0)).where(archives).scalar_subquery()
+        kept = select(func.coalesce(func.sum(Archive.passage_count), 0))
+        scope = kept.where(Archive.organization_id == _ORGANIZATION, Archive.id == any_(_ARCHIVE_IDS)).scalar_subquery()
     return index_pays_statement(scope, Passage.__tablename__, shape.dim, _LIMIT)
+
+
+def _counts_passages(shape: _Shape) -> bool:
+    """Whether index_pays counts the passages the filters admit (else the archives' kept counts say it)."""
+    return bool(shape.tags or shape.start or shape.end)
+
+
+@dataclass(frozen=True)
+class _Preparation:
+    """A search transaction's first statement: the vector search settings (VECTOR_SEARCH_SETTINGS), a
+    hybrid search's query lexemes (`lexemes`), and whether the index pays (`pays`) when that needs no
+    plan made under the settings (the count of filtered passages does: without sequential scans)."""
+
+    statement: Direct
+    decides: bool
+
+
+@lru_cache(maxsize=_SHAPES)
+def _preparation(shape: _Shape, hybrid: bool) -> _Preparation:
+    extra = [lexeme_array().label("lexemes")] if hybrid else []
+    decision = None if _counts_passages(shape) or not shape.vector else _index_pays_select(shape)
+    if decision is None:
+        return _Preparation(Direct(select(*VECTOR_SEARCH_SETTINGS, *extra), tenant=False), decides=False)
+    return _Preparation(Direct(decision.add_columns(*VECTOR_SEARCH_SETTINGS, *extra)), decides=True)
 
 
 def _lexeme_name(term: int) -> str:
@@ -241,12 +307,15 @@ def _filtered(shape: _Shape, distance: Any) -> Select[*tuple[Any, ...]]:
 
 
 def _same_model(shape: _Shape) -> ColumnElement[bool]:
-    return same_model(Passage.embedding_model, Passage.embedding_dim, bindparam("model", type_=String), shape.dim)
+    """The organization's passages of the search's model: where every statement of a search reads the
+    passage table (inside the index walk's fence too, as the session's tenancy criteria were)."""
+    model = same_model(Passage.embedding_model, Passage.embedding_dim, bindparam("model", type_=String), shape.dim)
+    return (Passage.organization_id == _ORGANIZATION) & model
 
 
 def _conditions(shape: _Shape, columns: Any) -> list[ColumnElement[bool]]:
     """The archive, tag and date filters on `columns` (Passage itself, or a subquery's columns)."""
-    conditions = [columns.archive_id.in_(bindparam("archive_ids", type_=String, expanding=True))]
+    conditions = [columns.archive_id == any_(_ARCHIVE_IDS)]
     if shape.tags:
         tags = bindparam("tags", type_=Passage.tags.type)
         conditions.append(columns.tags.contains(tags) if shape.tags == "all" else columns.tags.overlap(tags))
@@ -267,50 +336,57 @@ async def search_passages(
     hybrid = tuning.archival_hybrid and search.query_vector is not None and bool(search.query.strip())
     candidates = max(CANDIDATES, 2 * search.top_k) if hybrid else search.top_k
     with metrics.timed(metrics.SEARCH_SECONDS, "archival"):
-        lexemes = await _prepare(session, search.query if hybrid else None, candidates)
-        parameters = search.parameters(candidates, lexemes or ())
-        if await index_pays(session, search, candidates):
-            rows = await _through_the_index(session, search, lexemes, parameters, candidates)
+        lexemes, indexed = await prepare(session, search, candidates, hybrid=hybrid)
+        if indexed:
+            rows = await _through_the_index(session, search, lexemes, candidates)
         else:
             exact = search.statement(indexed=False) if lexemes is None else search.hybrid_statement(len(lexemes))
-            rows = list(await session.execute(exact, parameters))
+            rows = list(await direct.run(session, exact, search.parameters(candidates, lexemes or ())))
     if not hybrid:
         return [PassageHit(row, float(row.distance)) for row in rows]
     return rank_hybrid(rows, candidates=candidates, limit=search.top_k, rrf_k=tuning.rrf_k)
 
 
-async def _prepare(session: AsyncSession, query: str | None, candidates: int) -> list[str] | None:
-    """The vector search settings, and the lexemes of a hybrid search's `query` in the same round trip."""
-    if query is None:
-        await prefer_vector_index(session, candidates)
-        return None
-    return await lexemes_and_vector_settings(session, query, candidates)
-
-
-async def index_pays(session: AsyncSession, search: PassageSearch, candidates: int) -> bool:
-    """Whether this search should walk the HNSW index for its `candidates` nearest (run after the
-    transaction's vector search settings: the count is planned without sequential scans). When it
-    pays, the transaction's next plan is made without sorts: the next statement must be the walk."""
-    statement = search.index_pays_statement() if search.query_vector is not None else None
-    return statement is not None and bool(await session.scalar(statement, search.parameters(candidates)))
+async def prepare(
+    session: AsyncSession, search: PassageSearch, candidates: int, *, hybrid: bool = False
+) -> tuple[list[str] | None, bool]:
+    """This transaction's vector search settings, and a `hybrid` search's query lexemes (else None);
+    and whether the search should walk the HNSW index for its `candidates` nearest. Without tag or
+    date filters all in one round trip (the archives' kept counts decide); with them the count of the
+    passages they admit follows, planned without sequential scans. When the index pays, the
+    transaction's next plan is made without sorts: the next statement must be the walk."""
+    preparation = search.preparation(hybrid)
+    parameters: dict[str, Any] = vector_search_parameters(candidates)
+    if hybrid:
+        parameters["query"] = search.query
+    if preparation.decides:
+        parameters.update(search.filter_parameters(candidates))
+    row = (await direct.run(session, preparation.statement, parameters)).one()
+    lexemes = list(row.lexemes) if hybrid else None
+    if preparation.decides:
+        return lexemes, bool(row.pays)
+    counted = search.index_pays_statement() if search.query_vector is not None else None
+    pays = counted is not None and bool((await direct.run(session, counted, search.filter_parameters(candidates))).scalar())
+    return lexemes, pays
 
 
 async def _through_the_index(
-    session: AsyncSession, search: PassageSearch, lexemes: Sequence[str] | None, parameters: dict[str, Any], candidates: int
+    session: AsyncSession, search: PassageSearch, lexemes: Sequence[str] | None, candidates: int
 ) -> list[Any]:
     """The nearest through the HNSW index (planned without sorts, it turns them back on), then a hybrid
     search's full-text candidates in a statement planned with them, where the GIN index needs a sort."""
-    rows = list(await session.execute(_nearest_of(search, lexemes, indexed=True), parameters))
+    nearest_parameters = search.parameters(candidates)
+    rows = list(await direct.run(session, _nearest_of(search, lexemes, indexed=True), nearest_parameters))
     if len(rows) < candidates:
         # The index scan stopped (hnsw.max_scan_tuples) before the filters admitted enough passages,
         # or fewer match: the exact search finds every match.
-        rows = list(await session.execute(_nearest_of(search, lexemes, indexed=False), parameters))
+        rows = list(await direct.run(session, _nearest_of(search, lexemes, indexed=False), nearest_parameters))
     if lexemes:
-        rows.extend(await session.execute(search.lexeme_statement(len(lexemes)), parameters))
+        rows.extend(await direct.run(session, search.lexeme_statement(len(lexemes)), search.parameters(candidates, lexemes)))
     return rows
 
 
-def _nearest_of(search: PassageSearch, lexemes: Sequence[str] | None, *, indexed: bool) -> Select[*tuple[Any, ...]]:
+def _nearest_of(search: PassageSearch, lexemes: Sequence[str] | None, *, indexed: bool) -> Direct:
     return search.statement(indexed=indexed) if lexemes is None else search.nearest_statement(indexed=indexed)
 
 
