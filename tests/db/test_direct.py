@@ -4,7 +4,7 @@ session has pending, and fails with SQLAlchemy's errors (so with the HTTP error 
 
 import asyncpg
 import pytest
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import String, bindparam, func, select, true, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -67,6 +67,18 @@ async def test_a_statement_without_its_organization_or_run_with_the_wrong_parame
             await direct.run(session, NAMED)
         with pytest.raises(NotDirect, match="no parameter description"):
             await direct.run(session, RENAME, {"label": "shared", "value": "renamed", "description": "dropped"})
+
+
+async def test_a_statement_of_no_organizations_table_says_so_and_runs_without_the_organization(sessionmaker):
+    settings = select(func.set_config("application_name", bindparam("name", type_=String), true()))
+    async with transaction(sessionmaker, ORGANIZATIONS[0]) as session:
+        with pytest.raises(NotDirect, match=ORGANIZATION):
+            await direct.run(session, Direct(settings), {"name": "direct"})
+    async with transaction(sessionmaker, ORGANIZATIONS[0]) as session:
+        named = (await direct.run(session, Direct(settings, tenant=False), {"name": "direct"})).scalar()
+        seen = (await session.execute(select(func.current_setting("application_name")))).scalar()
+
+    assert named == seen == "direct"
 
 
 async def test_a_write_is_refused_in_a_read_only_unit_and_rolled_back_with_its_transaction(sessionmaker, two_organizations, db):

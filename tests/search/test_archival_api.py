@@ -167,3 +167,32 @@ async def test_archive_crud_and_model_mismatch(client):
     assert mismatch.status_code == 409 and "local/all-MiniLM-L6-v2" in mismatch.json()["detail"]
     assert renamed.json()["name"] == "bigger"
     assert deleted.status_code == 204 and gone.status_code == 404
+
+
+async def test_a_batch_answers_each_passage_as_stored_in_the_order_sent(client):
+    agent = await create_agent(client)
+    archive = (await client.post("/v1/archives/", json={"name": "dated notes"})).json()
+    assert (await client.patch(f"/v1/agents/{agent['id']}/archives/attach/{archive['id']}")).status_code == 200
+    sent = [
+        {"text": "Written in 2020.", "created_at": "2020-05-01T12:00:00Z"},
+        {"text": "Written today.", "tags": ["b", "a", "b"], "metadata": {"n": 2}},
+        {"text": "Written in 2019.", "created_at": "2019-05-01T12:00:00Z", "metadata": {"n": 3}},
+    ]
+
+    batch = await client.post(f"/v1/archives/{archive['id']}/passages/batch", json={"passages": sent})
+    listed = (await client.get(f"/v1/agents/{agent['id']}/archival-memory")).json()
+
+    assert batch.status_code == 200, batch.text
+    answered = batch.json()
+    assert [(p["text"], p["tags"], p["metadata"]) for p in answered] == [
+        ("Written in 2020.", [], {}),
+        ("Written today.", ["a", "b"], {"n": 2}),
+        ("Written in 2019.", [], {"n": 3}),
+    ]
+    assert answered[0]["created_at"].startswith("2020-05-01T12:00:00")
+    assert answered[1]["created_at"] > "2026"
+    assert answered[2]["created_at"].startswith("2019-05-01T12:00:00")
+    # the answer is what was stored: the listing (oldest first) shows the same passages and times
+    stored = {p["id"]: (p["text"], p["created_at"]) for p in listed}
+    assert stored == {p["id"]: (p["text"], p["created_at"]) for p in answered}
+    assert [p["text"] for p in listed] == ["Written in 2019.", "Written in 2020.", "Written today."]

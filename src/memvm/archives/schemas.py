@@ -1,5 +1,6 @@
 """Archive and passage shapes of the Letta v1 API."""
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -35,6 +36,21 @@ class PassageCreate(BaseModel):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class StoredPassage:
+    """A passage as an insert stored it (the columns PassageRead shows; never the vector)."""
+
+    id: str
+    archive_id: str
+    text: str
+    tags: list[str]
+    metadata_: dict[str, Any]
+    embedding_model: str
+    embedding_dim: int
+    writer_id: str | None
+    created_at: datetime
 
 
 class PassageBatchCreate(BaseModel):

@@ -14,13 +14,14 @@ PostgreSQL aborts one of the two."""
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.actors import Actor
 from memvm.archives import repository
-from memvm.archives.repository import SearchScope, Writer
-from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate
+from memvm.archives.repository import ArchiveToWrite, SearchScope, Writer
+from memvm.archives.schemas import ArchiveCreate, ArchiveUpdate, PassageCreate, StoredPassage
 from memvm.db.pagination import PageRequest, fetch_page
 from memvm.db.tenancy import owned
 from memvm.embeddings.ports import EmbeddingModel
@@ -118,17 +119,17 @@ async def detach_archive(session: AsyncSession, agent: Agent, archive_id: str) -
     await recompile_agents(session, [agent.id])
 
 
-async def archive_to_write(session: AsyncSession, archive_id: str) -> Archive:
+async def archive_to_write(session: AsyncSession, archive_id: str) -> ArchiveToWrite:
     """The archive whose passages this transaction writes, locked as the update of its counts locks
     it: a concurrent delete is waited for, and then the archive is not found (an insert would fail on
     its foreign key instead)."""
-    archive = await repository.lock_archive(session, archive_id, to="passages")
+    archive = await repository.lock_archive_to_write(session, archive_id)
     if archive is None:
         raise NotFound(f"Archive {archive_id!r} not found.")
     return archive
 
 
-async def write_archive(session: AsyncSession, agent_id: str, model: EmbeddingModel) -> Archive:
+async def write_archive(session: AsyncSession, agent_id: str, model: EmbeddingModel) -> Archive | ArchiveToWrite:
     """The archive an agent's inserts go to (locked as `archive_to_write` locks it), created and
     attached on first use, or after it was deleted. The agent is only key-share locked (see
     repository.lock_writer): a lock that a recompile waits for, taken before the archive's, would
@@ -144,53 +145,44 @@ async def write_archive(session: AsyncSession, agent_id: str, model: EmbeddingMo
         raise NotFound(f"Agent {agent_id!r} not found.")
     if archive is not None:
         return archive
-    archive = await create_archive(session, ArchiveCreate(name=f"{agent.name}'s Archive"), model)
-    session.add(AgentArchive(agent_id=agent.id, archive_id=archive.id))
+    created = await create_archive(session, ArchiveCreate(name=f"{agent.name}'s Archive"), model)
+    session.add(AgentArchive(agent_id=agent.id, archive_id=created.id))
     await session.flush()
-    await repository.set_default_archive(session, agent.id, archive.id)
-    return archive
+    await repository.set_default_archive(session, agent.id, created.id)
+    return created
 
 
-async def _locked_default_archive(session: AsyncSession, agent: Writer | None) -> Archive | None:
+async def _locked_default_archive(session: AsyncSession, agent: Writer | None) -> ArchiveToWrite | None:
     if agent is None or agent.default_archive_id is None:
         return None
-    return await repository.lock_archive(session, agent.default_archive_id, to="passages")
+    return await repository.lock_archive_to_write(session, agent.default_archive_id)
 
 
 async def insert_passages(
     session: AsyncSession,
-    archive: Archive,
+    archive: Archive | ArchiveToWrite,
     items: Sequence[tuple[PassageCreate, list[float]]],
     *,
     model: EmbeddingModel,
     writer: Actor,
     source_message_id: str | None = None,
-) -> list[Passage]:
+) -> list[StoredPassage]:
     if model.model != archive.embedding_model:
         raise Conflict(f"Archive {archive.id!r} holds vectors of {archive.embedding_model!r}, not {model.model!r}.")
-    passages = [
-        Passage(
-            id=new_id("passage"),
-            archive_id=archive.id,
-            text=item.text,
-            embedding=vector,
-            embedding_model=model.model,
-            embedding_dim=model.dim,
-            tags=sorted(set(item.tags)),
-            metadata_=item.metadata,
-            writer_type=writer.type,
-            writer_id=writer.id,
-            step_id=writer.step_id,
-            source_message_id=source_message_id,
-            **({"created_at": item.created_at} if item.created_at else {}),
-        )
+    rows: list[dict[str, Any]] = [
+        {"id": new_id("passage"), "archive_id": archive.id, "text": item.text, "tags": sorted(set(item.tags))}
+        | {"embedding": vector, "embedding_model": model.model, "embedding_dim": model.dim}
+        | {"metadata": item.metadata, "created_at": item.created_at}
+        | {"writer_type": writer.type, "writer_id": writer.id, "step_id": writer.step_id, "source_message_id": source_message_id}
         for item, vector in items
     ]
-    session.add_all(passages)
-    await session.flush()
-    await repository.recount(session, archive.id, [passage.tags for passage in passages], each=1)
+    created = await repository.insert_passages(session, rows)
+    await repository.recount(session, archive.id, [row["tags"] for row in rows], each=1)
     await recompile_readers(session, archive.id)
-    return passages
+    return [
+        StoredPassage(row["id"], archive.id, item.text, row["tags"], item.metadata, model.model, model.dim, writer.id, at)
+        for row, (item, _), at in zip(rows, items, created, strict=True)
+    ]
 
 
 async def delete_agent_passage(session: AsyncSession, agent_id: str, passage_id: str) -> None:

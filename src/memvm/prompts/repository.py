@@ -143,6 +143,19 @@ _LOCK_PROMPT_INPUTS = Direct(  # every recompile: direct statements (db/direct.p
     .order_by(_AGENTS.id)
     .with_for_update(key_share=True, of=_AGENT_TABLE)
 )
+# The same locks alone, on these agents and those that read these archives: taken in a statement
+# before the one that reads their counts, so that it reads them fresh (see service.recompile_readers).
+_ARCHIVE_LINKS = Base.metadata.tables[AgentArchive.__tablename__].c
+_READERS = select(_ARCHIVE_LINKS.agent_id).where(
+    _ARCHIVE_LINKS.organization_id == bindparam(ORGANIZATION),
+    _ARCHIVE_LINKS.archive_id == any_(bindparam("archive_ids", type_=ARRAY(String))),
+)
+_LOCK_READERS = Direct(
+    select(_AGENTS.id)
+    .where(_AGENTS.organization_id == bindparam(ORGANIZATION), or_(_AGENTS.id == _ANY_AGENT, _AGENTS.id.in_(_READERS)))
+    .order_by(_AGENTS.id)
+    .with_for_update(key_share=True, of=_AGENT_TABLE)
+)
 _PROMPT_BLOCKS = Direct(
     select(_LINKS.agent_id, *(_BLOCKS[name] for name in PromptBlock._fields))
     .join(_BLOCK_TABLE, and_(_BLOCKS.organization_id == _LINKS.organization_id, _BLOCKS.id == _LINKS.block_id))
@@ -150,15 +163,6 @@ _PROMPT_BLOCKS = Direct(
     .order_by(_LINKS.agent_id, _LINKS.position)
 )
 _OUTSIDE_COUNTS = select(Agent.id, *_outside_counts()).where(Agent.id.in_(_OF_AGENTS))
-# The same locks alone, on these agents and those that read these archives: taken in a statement
-# before the one that reads their counts, so that it reads them fresh (see service.recompile_readers).
-_READERS = select(AgentArchive.agent_id).where(AgentArchive.archive_id.in_(bindparam("archive_ids", expanding=True)))
-_LOCK_READERS = (
-    select(Agent.id)
-    .where(or_(Agent.id.in_(_OF_AGENTS), Agent.id.in_(_READERS)))
-    .order_by(Agent.id)
-    .with_for_update(key_share=True, of=Agent)
-)
 # One agent locked as above, and also whether it has identities and runs: what an attach or detach
 # of a block needs for its recompile and its answer (whose view reads only the relations it has).
 _LOCK_AGENT_WITH_LINKS = (
@@ -185,7 +189,8 @@ async def prompt_blocks(session: AsyncSession, agent_ids: Sequence[str]) -> dict
 
 async def lock_readers(session: AsyncSession, agent_ids: Sequence[str], archive_ids: Sequence[str]) -> list[str]:
     """The agents, and those that read the archives, locked as `lock_agents` locks them; their ids."""
-    return list(await session.scalars(_LOCK_READERS, {"agent_ids": list(agent_ids), "archive_ids": list(archive_ids)}))
+    parameters = {"agent_ids": list(agent_ids), "archive_ids": list(archive_ids)}
+    return list((await direct.run(session, _LOCK_READERS, parameters)).scalars())
 
 
 async def lock_agent_with_links(

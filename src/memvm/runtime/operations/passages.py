@@ -13,11 +13,11 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from memvm.actors import Caller
 from memvm.agents import service as agents
 from memvm.archives import service as archives
-from memvm.archives.schemas import PassageCreate, SearchFilters
+from memvm.archives.schemas import PassageCreate, SearchFilters, StoredPassage
 from memvm.db.uow import reading, transaction
 from memvm.embeddings.ports import Embedder, EmbeddingModel
 from memvm.errors import DomainError, InvalidInput, LLMError
-from memvm.orm import Archive, Passage
+from memvm.orm import Archive
 from memvm.runtime.loop.deps import RuntimeDeps
 from memvm.search.dates import parse_bound
 from memvm.search.passages import MergedHit, PassageHit, PassageSearch, fuse_by_rank, newest_first, search_passages
@@ -32,7 +32,9 @@ async def _agent_embedder(deps: RuntimeDeps, caller: Caller, agent_id: str) -> E
     return deps.embedders.for_handle(handle)
 
 
-async def insert_for_agent(deps: RuntimeDeps, caller: Caller, agent_id: str, items: Sequence[PassageCreate]) -> list[Passage]:
+async def insert_for_agent(
+    deps: RuntimeDeps, caller: Caller, agent_id: str, items: Sequence[PassageCreate]
+) -> list[StoredPassage]:
     """Into the agent's default archive (created on first use)."""
     embedder = await _agent_embedder(deps, caller, agent_id)
     vectors = await embedder.embed([item.text for item in items])
@@ -46,15 +48,15 @@ async def insert_for_agent(deps: RuntimeDeps, caller: Caller, agent_id: str, ite
 
 async def insert_into_archive(
     deps: RuntimeDeps, caller: Caller, archive_id: str, items: Sequence[PassageCreate]
-) -> list[Passage]:
+) -> list[StoredPassage]:
     async with reading(deps.sessionmaker, caller.organization_id) as session:
         archive = await archives.get_archive(session, archive_id)
     embedder = deps.embedders.for_handle(archive.embedding_model)
     vectors = await embedder.embed([item.text for item in items])
     async with transaction(deps.sessionmaker, caller.organization_id) as session:
-        archive = await archives.archive_to_write(session, archive_id)
+        locked = await archives.archive_to_write(session, archive_id)
         return await archives.insert_passages(
-            session, archive, list(zip(items, vectors, strict=True)), model=EmbeddingModel.of(embedder), writer=caller.actor
+            session, locked, list(zip(items, vectors, strict=True)), model=EmbeddingModel.of(embedder), writer=caller.actor
         )
 
 
