@@ -225,7 +225,7 @@ _ARCHIVE_TO_WRITE = Direct(  # every archival insert: a direct statement (db/dir
 
 
 async def lock_archive_to_write(session: AsyncSession, archive_id: str) -> ArchiveToWrite | None:
-    """The archive, locked as a change of its passages locks it (_ARCHIVE_LOCKS); None once it is deleted."""
+    """The archive, locked as a change of its passages locks it (see _ARCHIVE_LOCKS); None once it is deleted."""
     row = (await direct.run(session, _ARCHIVE_TO_WRITE, {"archive_id": archive_id})).first()
     return None if row is None else ArchiveToWrite._make(row)
 
