@@ -47,6 +47,7 @@ class _StageTimer:
 
 def _runtime_call(timer: _StageTimer, deps: Any, kind: str, agent_id: str, limit: int) -> Callable[[str], Awaitable[Any]]:
     """The runtime function behind the endpoint, with its kind's stages wrapped."""
+    from memvm.actors import LOCAL_CALLER  # the bench's data is the default organization's
     from memvm.archives import repository as arch_repo
     from memvm.archives.schemas import SearchFilters
     from memvm.runtime.operations import message_search as rt_recall
@@ -58,7 +59,7 @@ def _runtime_call(timer: _StageTimer, deps: Any, kind: str, agent_id: str, limit
         timer.wrap(rt_arch, "search_passages", "search_passages (vector SQL + result rows)")
 
         async def search_archive(q: str) -> Any:
-            return await rt_arch.search_for_agent(deps, agent_id, SearchFilters(query=q, top_k=10))
+            return await rt_arch.search_for_agent(deps, LOCAL_CALLER, agent_id, SearchFilters(query=q, top_k=10))
 
         return search_archive
     timer.wrap(conv, "_prepare", "lexemes + vector settings (SELECT to_tsvector, set_config)")
@@ -66,7 +67,16 @@ def _runtime_call(timer: _StageTimer, deps: Any, kind: str, agent_id: str, limit
 
     async def search_history(q: str) -> Any:
         return await rt_recall.search_history(
-            deps, query=q, agent_id=agent_id, mode="hybrid", roles=[], start_date=None, end_date=None, limit=limit
+            deps,
+            LOCAL_CALLER,
+            query=q,
+            agent_id=agent_id,
+            conversation_id=None,
+            mode="hybrid",
+            roles=[],
+            start_date=None,
+            end_date=None,
+            limit=limit,
         )
 
     return search_history
