@@ -1,12 +1,14 @@
 """Agent shapes of the Letta v1 API (CreateAgent, UpdateAgent, AgentState)."""
 
 import re
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from sqlalchemy import Row
 
 from memvm.agents.tool_rules import ToolRule
 from memvm.blocks.schemas import BlockCreate, BlockRead
@@ -232,7 +234,7 @@ class AgentRead(BaseModel):
         cls,
         agent: Agent,
         blocks: list[Block] | None,
-        tools: list[Tool] | None,
+        tools: Sequence[Tool | Row[Any]] | None,
         *,
         folders: list[Folder] | None = None,
         identities: list[IdentityRead] | None = None,

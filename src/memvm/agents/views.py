@@ -3,8 +3,9 @@ which those are: a create, GET /v1/agents/{id}, a block's attach or detach (agen
 listings (agents/repository.py) know it."""
 
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
+from sqlalchemy import Row
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.agents.schemas import AgentCreate, AgentRead
@@ -98,7 +99,9 @@ async def describe(
     with_blocks = include is None or "agent.blocks" in include
     blocks_of = (blocks if blocks is not None else await blocks_in_prompt_order(session, ids)) if with_blocks else {}
     with_tools = include is None or "agent.tools" in include
-    tools_of = (known_tools if known_tools is not None else await tools.tools_of_agents(session, ids)) if with_tools else {}
+    tools_of: Mapping[str, Sequence[Tool | Row[Any]]] = {}
+    if with_tools:
+        tools_of = known_tools if known_tools is not None else await tools.shown_tools_of_agents(session, ids)
     with_folders = include is None or "agent.sources" in include
     in_folders = [agent_id for agent_id in ids if known[agent_id].folders]
     folders_of = await files.folders_of_agents(session, in_folders) if with_folders and in_folders else {}

@@ -3,13 +3,17 @@
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Select, String, bindparam, delete, func, or_, select
+from sqlalchemy import Row, Select, String, any_, bindparam, delete, func, or_, select
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from memvm.db import direct
+from memvm.db.base import Base
+from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of
 from memvm.orm import AgentTool, Tool
+from memvm.tools.schemas import SHOWN
 
 # What a start refreshes of a built-in tool, and so what sync_builtin_tools compares.
 BUILTIN_REFRESHED = ("description", "json_schema", "tool_type", "search_text")
@@ -112,12 +116,36 @@ def chosen_link_parameters(session: AsyncSession, agent_id: str, names: Sequence
     return {"organization_id": organization_id, "agent_id": agent_id, "names": list(names), "ids": list(ids)}
 
 
-_OF_AGENTS = (  # read on every agent view and turn: built once, with bound parameters
+_OF_AGENTS = (  # read on every turn (an agent view reads _SHOWN_OF_AGENTS): built once, with bound parameters
     select(AgentTool.agent_id, Tool)
     .join(Tool, Tool.id == AgentTool.tool_id)
     .where(AgentTool.agent_id.in_(bindparam("agent_ids", expanding=True)))
     .order_by(AgentTool.agent_id, AgentTool.position)
 )
+
+
+# What an agent view shows of its tools (tools/schemas.py's SHOWN, under the ORM's attribute names), in
+# attachment order: a direct statement (db/direct.py), rows instead of Tool objects.
+_TOOLS, _TOOL_LINKS = (Base.metadata.tables[model.__tablename__] for model in (Tool, AgentTool))
+_SHOWN_OF_AGENTS = Direct(
+    select(_TOOL_LINKS.c.agent_id, *(_TOOLS.c[Tool.__mapper__.attrs[key].columns[0].name].label(key) for key in SHOWN))
+    .join(_TOOLS, _TOOLS.c.id == _TOOL_LINKS.c.tool_id)
+    .where(
+        # the organization's tools and the shared ones (built-in), as the session scopes them (db/tenancy.py)
+        or_(_TOOLS.c.organization_id == bindparam(ORGANIZATION), _TOOLS.c.organization_id.is_(None)),
+        _TOOL_LINKS.c.organization_id == bindparam(ORGANIZATION),
+        _TOOL_LINKS.c.agent_id == any_(bindparam("agent_ids", type_=ARRAY(String))),
+    )
+    .order_by(_TOOL_LINKS.c.agent_id, _TOOL_LINKS.c.position)
+)
+
+
+async def shown_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Row[Any]]]:
+    """Each agent's tools as its view shows them (rows of SHOWN), in attachment order, in one query."""
+    by_agent: dict[str, list[Row[Any]]] = {agent_id: [] for agent_id in agent_ids}
+    for row in await direct.run(session, _SHOWN_OF_AGENTS, {"agent_ids": list(agent_ids)}):
+        by_agent[row.agent_id].append(row)
+    return by_agent
 
 
 async def of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Tool]]:

@@ -4,6 +4,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from sqlalchemy import Row
 
 from memvm.orm import Tool
 
@@ -66,7 +67,8 @@ class ToolRead(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, tool: Tool) -> "ToolRead":
+    def of(cls, tool: "Tool | Row[Any]") -> "ToolRead":
+        """From the tool, or a row of its SHOWN attributes (tools/repository.py's agent views)."""
         return cls(
             id=tool.id,
             name=tool.name,
@@ -85,6 +87,27 @@ class ToolRead(BaseModel):
             created_at=tool.created_at,
             updated_at=tool.updated_at,
         )
+
+
+# The Tool attributes ToolRead.of reads: what an agent view reads of each of its tools.
+SHOWN = (
+    "id",
+    "name",
+    "tool_type",
+    "description",
+    "tags",
+    "json_schema",
+    "args_json_schema",
+    "source_code",
+    "source_type",
+    "return_char_limit",
+    "pip_requirements",
+    "default_requires_approval",
+    "enable_parallel_execution",
+    "metadata_",
+    "created_at",
+    "updated_at",
+)
 
 
 class ToolRunRequest(BaseModel):

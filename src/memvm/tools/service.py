@@ -5,7 +5,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Select
+from sqlalchemy import Row, Select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db.conflicts import flush_or_conflict
@@ -262,9 +262,9 @@ async def agent_tools(session: AsyncSession, agent_id: str) -> list[Tool]:
     return (await repository.of_agents(session, [agent_id]))[agent_id]
 
 
-async def tools_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Tool]]:
-    """Each agent's tools in the order they were attached, in one query."""
-    return await repository.of_agents(session, agent_ids)
+async def shown_tools_of_agents(session: AsyncSession, agent_ids: Sequence[str]) -> dict[str, list[Row[Any]]]:
+    """What each agent's view shows of its tools (ToolRead.of reads the rows), in attachment order."""
+    return await repository.shown_of_agents(session, agent_ids)
 
 
 async def attach_tools(session: AsyncSession, agent_id: str, tools: Sequence[Tool]) -> None:
