@@ -10,6 +10,7 @@ import asyncpg
 import httpx
 import psutil
 
+from memvm.db.migrate import HEAD_REVISION
 from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
 from tests.support.pg import admin_execute, asyncpg_dsn, with_database
 from tests.support.serve import STOP_TIMEOUT, child_env, free_port, memvm, memvm_command, serve
@@ -99,7 +100,7 @@ async def test_the_first_start_on_a_new_database_embeds_once_migrated_without_a_
         counts = await embedded_messages(database_url, agent_id)
         log = served.log()
 
-    assert "database migrated empty" in log
+    assert f"database created at {HEAD_REVISION} from head_schema.sql" in log
     assert counts["waiting"] == 0 and counts["embedded"] >= 2, log
     assert "Traceback" not in log and "does not exist" not in log and "ERROR" not in log, log
 
