@@ -1,10 +1,12 @@
 """OpenAIChatModel against a scripted OpenAI-compatible server, through the real openai SDK."""
 
+import gc
 from collections.abc import AsyncIterator
 
 import pytest
 
 from memvm.errors import ContextWindowExceeded, LLMRejected, LLMTimeout, LLMUnavailable
+from memvm.llm import openai_chat
 from memvm.llm.openai_chat import ChatModelFactory, OpenAIChatModel, RetryPolicy
 from memvm.llm.types import ChatMessage, Completion, Endpoint, ModelRequest, TextDelta, ToolCall, ToolSpec, Usage
 from tests.support.scripted_llm import ScriptedLLM
@@ -143,6 +145,23 @@ async def test_request_without_tools_omits_tool_fields(llm, model):
     await model.complete(ask(tool_choice="auto"))
     [sent] = llm.requests
     assert "tools" not in sent and "tool_choice" not in sent and "max_tokens" not in sent
+
+
+async def test_a_growing_history_is_sent_whole_each_time_and_its_kept_json_goes_with_its_messages(llm, model):
+    llm.reply("one").reply("two")
+    history = [ChatMessage("system", "Sé breve."), ChatMessage("user", "Grüß mich 👋")]
+    await model.complete(ModelRequest(model=MODEL, messages=history))
+    history += [ChatMessage("assistant", "Hallo!"), ChatMessage("user", "Noch einmal")]
+    await model.complete(ModelRequest(model=MODEL, messages=history))
+
+    first, second = llm.requests
+    wire = [{"role": m.role, "content": m.content} for m in history]
+    assert (first["messages"], second["messages"]) == (wire[:2], wire)
+    assert llm.request_headers[1]["content-type"] == "application/json"
+    kept = len(openai_chat._MESSAGE_JSON)
+    del history
+    gc.collect()
+    assert (kept, len(openai_chat._MESSAGE_JSON)) == (4, 0)
 
 
 # ---------------------------------------------------------------- streaming
