@@ -100,6 +100,12 @@ class Settings(BaseSettings):
     # `memvm serve` runs the worker as a process of its own (niced), not in the server's event loop.
     embedding_process: bool = True
     embedding_poll_seconds: float = Field(1.0, gt=0, description="Idle worker's wait between queue checks.")
+    window_cache_tokens: int = Field(
+        1_000_000,
+        ge=0,
+        description="Context windows each process keeps between turns, in estimated tokens (runtime/loop/kept_windows.py); "
+        "a turn then reads only the messages stored since; 0 keeps none.",
+    )
     # A second send to a busy agent waits this long for the running turn, then gets 409.
     turn_lock_timeout_seconds: float = Field(30.0, ge=0)
     # Hybrid message search (search/tuning.py; defaults measured on LoCoMo, bench/eval).

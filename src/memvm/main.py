@@ -62,6 +62,7 @@ from memvm.provider import RetryPolicy
 from memvm.runtime.loop.background import fail_orphaned_runs
 from memvm.runtime.loop.cancel import CancelSignals
 from memvm.runtime.loop.deps import RuntimeDeps
+from memvm.runtime.loop.kept_windows import KeptWindows
 from memvm.runtime.loop.run_claims import RunClaims
 from memvm.sandbox.runner import Sandbox
 from memvm.search.embedding_queue import EmbeddingWorker
@@ -225,6 +226,7 @@ async def _open_runtime(stack: AsyncExitStack, settings: Settings, database: _Da
         mcp=mcp,
         cancels=_started(stack, CancelSignals(database.lock_engine)),
         run_claims=RunClaims(database.lock_engine),
+        windows=KeptWindows(settings.window_cache_tokens),
     )
     stack.push_async_callback(runtime.run_claims.close)
     stack.push_async_callback(_end_background_turns, runtime)

@@ -5,7 +5,27 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, TypeVar
 
-from sqlalchemy import Row, Select, String, bindparam, cast, func, insert, literal, select, text, update
+from sqlalchemy import (
+    BigInteger,
+    ClauseElement,
+    ColumnElement,
+    Row,
+    Select,
+    String,
+    Text,
+    bindparam,
+    case,
+    cast,
+    func,
+    insert,
+    literal,
+    null,
+    select,
+    text,
+    tuple_,
+    union_all,
+    update,
+)
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm.db import direct
@@ -41,21 +61,40 @@ def _window(query: _Query, agent_id: str, conversation_id: str | None) -> _Query
 # reads its whole window before each send and building hundreds of objects was most of that read;
 # and a direct statement (db/direct.py), one form for the default conversation and one for the others.
 _CHAT = (_MESSAGES.kind, _MESSAGES.role, _MESSAGES.content, _MESSAGES.tool_calls, _MESSAGES.tool_status, _MESSAGES.tool_call_id)
-_CHAT_WINDOW = ByNull(
-    "conversation_id",
-    String(),
-    lambda conversation: (
-        select(*_CHAT)
-        .where(_MESSAGES.organization_id == bindparam(ORGANIZATION), _MESSAGES.agent_id == bindparam("agent_id"))
-        .where(direct.equals(_MESSAGES.conversation_id, conversation), _MESSAGES.in_context)
-        .order_by(*_WINDOW_ORDER)
-    ),
-)
+
+# A message as the model reads it, hashed (seeded with its seq): what a process that kept a window's
+# messages checks them by (runtime/loop/kept_windows.py). Any change the model would see changes it; the
+# embedding worker's and other bookkeeping writes do not.
+_SEEN = func.hashtextextended(cast(tuple_(*_CHAT), Text), _MESSAGES.seq)
 
 
-async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
-    """in_context's messages, only what the model reads of them (of one conversation, not ANY_CONVERSATION)."""
-    return (await _CHAT_WINDOW.run(session, {"agent_id": agent_id, "conversation_id": conversation_id})).all()
+def _window_since(conversation: ColumnElement[Any]) -> ClauseElement:
+    in_window = (
+        _MESSAGES.organization_id == bindparam(ORGANIZATION),
+        _MESSAGES.agent_id == bindparam("agent_id"),
+        direct.equals(_MESSAGES.conversation_id, conversation),
+        _MESSAGES.in_context,
+    )
+    known = bindparam("known_seq", type_=BigInteger)
+    place = case((_MESSAGES.kind == "summary", 1), else_=2).label("place")
+    newer = select(_MESSAGES.seq, _SEEN.label("seen"), *_CHAT, null().label("kept"), null().label("kept_seen"), place)
+    check = select(*(null() for _ in range(len(_CHAT) + 2)), func.count(), func.sum(_SEEN), literal(0))
+    newer, check = newer.where(*in_window, _MESSAGES.seq > known), check.where(*in_window, _MESSAGES.seq <= known)
+    return union_all(newer, check).order_by(text("place"), text("seq"))
+
+
+# One row that counts and sums what the window still holds of the messages up to `known_seq`, then
+# the window's messages after it, in the window's order (the running summary first, then by time).
+_CHAT_WINDOW_SINCE = ByNull("conversation_id", String(), _window_since)
+
+
+async def chat_window_since(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, known_seq: int
+) -> Sequence[Row[Any]]:
+    """The window's messages after `known_seq` (each with its seq and `seen` hash), and one row whose
+    `kept` and `kept_seen` are the count and the sum of `seen` of those up to it (the first row)."""
+    params = {"agent_id": agent_id, "conversation_id": conversation_id, "known_seq": known_seq}
+    return (await _CHAT_WINDOW_SINCE.run(session, params)).all()
 
 
 async def all_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> list[Message]:

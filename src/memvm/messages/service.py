@@ -87,10 +87,12 @@ async def in_context(session: AsyncSession, agent_id: str, conversation_id: str 
     return await repository.in_context(session, agent_id, conversation_id)
 
 
-async def chat_window(session: AsyncSession, agent_id: str, conversation_id: str | None) -> Sequence[Row[Any]]:
-    """in_context, as rows of only what the model reads (kind, role, content, tool_calls, tool_status,
-    tool_call_id): for a turn, which reads its whole window."""
-    return await repository.chat_window(session, agent_id, conversation_id)
+async def chat_window_since(
+    session: AsyncSession, agent_id: str, conversation_id: str | None, known_seq: int
+) -> Sequence[Row[Any]]:
+    """in_context's messages after `known_seq`, only what the model reads of them (of one conversation, not
+    ANY_CONVERSATION), and a check of those up to it (runtime/loop/kept_windows.py keeps them)."""
+    return await repository.chat_window_since(session, agent_id, conversation_id, known_seq)
 
 
 async def replace_with_summary(

@@ -1,6 +1,7 @@
 """OpenAIChatModel against a scripted OpenAI-compatible server, through the real openai SDK."""
 
 import gc
+import weakref
 from collections.abc import AsyncIterator
 
 import pytest
@@ -158,10 +159,11 @@ async def test_a_growing_history_is_sent_whole_each_time_and_its_kept_json_goes_
     wire = [{"role": m.role, "content": m.content} for m in history]
     assert (first["messages"], second["messages"]) == (wire[:2], wire)
     assert llm.request_headers[1]["content-type"] == "application/json"
-    kept = len(openai_chat._MESSAGE_JSON)
+    kept = all(message in openai_chat._MESSAGE_JSON for message in history)
+    gone_with = [weakref.ref(message) for message in history]
     del history
     gc.collect()
-    assert (kept, len(openai_chat._MESSAGE_JSON)) == (4, 0)
+    assert kept and all(message() is None for message in gone_with)
 
 
 # ---------------------------------------------------------------- streaming

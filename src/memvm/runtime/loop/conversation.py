@@ -10,7 +10,7 @@ from memvm.runtime.loop.tokens import estimate_message
 
 
 class StoredMessage(Protocol):
-    """What the model reads of a stored message: a Message, or a row of messages.chat_window."""
+    """What the model reads of a stored message: a Message, or a row of messages.chat_window_since."""
 
     @property
     def kind(self) -> str: ...

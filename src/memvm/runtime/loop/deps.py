@@ -13,6 +13,7 @@ from memvm.embeddings.query_cache import QueryVectors
 from memvm.embeddings.registry import EmbedderRegistry
 from memvm.mcpclient.connections import Connections
 from memvm.runtime.loop.cancel import CancelSignals
+from memvm.runtime.loop.kept_windows import KeptWindows
 from memvm.runtime.loop.models import ModelSource, ProviderModels
 from memvm.runtime.loop.run_claims import RunClaims
 from memvm.runtime.loop.turn_lock import turn_lock
@@ -32,6 +33,7 @@ class RuntimeDeps:
     mcp: Connections  # this process's sessions to MCP servers
     cancels: CancelSignals  # cancel requests of the runs this process runs
     run_claims: RunClaims  # this process's background runs, claimed on one connection
+    windows: KeptWindows  # the context windows this process's turns read, kept for their next turns
     # Set after a step stores messages, so the embedding worker picks them up at once.
     embedding_wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     # Set after a file is uploaded, so the file worker parses it at once.

@@ -25,7 +25,6 @@ from memvm.embeddings.ports import EmbeddingModel
 from memvm.errors import ContextWindowExceeded, LLMError
 from memvm.ids import new_id
 from memvm.llm.types import ChatMessage, Completion, ModelRequest, ToolCall, ToolSpec
-from memvm.messages import service as messages
 from memvm.messages.letta_format import error_message
 from memvm.messages.schemas import MessageCreate, SendRequest
 from memvm.orm import Agent, Message, Step
@@ -121,7 +120,7 @@ class Turn:
             agent_model = resolve_model(agent, deps.models, deps.settings, thread.conversation)
             attached = await tools.agent_tools(session, agent.id)
             mcp = await mcp_calls(session, deps.mcp, deps.sessionmaker, attached, deps.settings.mcp_call_timeout_seconds)
-            window = await messages.chat_window(session, agent.id, conversation_id)
+            window = await deps.windows.read(session, agent.organization_id, agent.id, conversation_id)
             system_prompt = await conversations.system_prompt(session, thread)
             run = await runs.start_run(session, agent.id, conversation_id, request_config=request.run_config(), run_id=run_id)
             await conversations.note_send(session, thread)
@@ -140,7 +139,7 @@ class Turn:
             answers=answers,
             cancelled=deps.cancels.watch(run.id),
             lock_lost=lock_lost or asyncio.Event(),
-            history=ChatHistory.of(window),
+            history=window.history,
             pending_inputs=request.input_messages(),
             custom_calls=outside_calls(deps, agent, offer.custom, offer.mcp, mcp),
             embedding=EmbeddingModel.of(embedder),
