@@ -114,3 +114,24 @@ async def test_a_new_running_summary_is_sent_first(client, llm, db):
 
     sent = [message["content"] for message in sent_history(llm)]
     assert sent == ["Earlier: hello.", "hello", "One.", "again", "Two.", "and again"]
+
+
+async def test_each_conversation_sends_its_own_window_and_keeps_it_apart(client, llm, db, sessionmaker):
+    agent = await create_agent(client, **MODEL)
+    other = (await client.post("/v1/conversations/", params={"agent_id": agent["id"]})).json()["id"]
+    for answer in ("One.", "Two.", "Three.", "Four.", "Five."):
+        llm.reply(answer)
+    for path, text in [(f"agents/{agent['id']}", "a1"), (f"conversations/{other}", "b1")]:
+        for turn in (text, text.replace("1", "2")):
+            response = await client.post(f"/v1/{path}/messages", json={"input": turn, "streaming": False})
+            assert response.status_code == 200, response.text
+    await db.execute("UPDATE message SET content = 'b1, edited' WHERE conversation_id = $1 AND content = 'b1'", other)
+    response = await client.post(f"/v1/conversations/{other}/messages", json={"input": "b3", "streaming": False})
+    windows = KeptWindows(max_tokens=100_000)
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        reads = [await windows.read(session, DEFAULT_ORGANIZATION_ID, agent["id"], thread) for thread in (other, None, other)]
+
+    assert response.status_code == 200, response.text
+    assert [message["content"] for message in sent_history(llm, 1)] == ["a1", "One.", "a2"]
+    assert [message["content"] for message in sent_history(llm)] == ["b1, edited", "Three.", "b2", "Four.", "b3"]
+    assert [read.reused for read in reads] == [0, 0, 6]
