@@ -32,7 +32,7 @@ WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') ORDER BY c.relname
 """
 
 
-def pg_dump(url: str, *options: str) -> str:
+def _pg_dump(url: str, *options: str) -> str:
     """pg_dump's plain SQL of the database at `url` (the embedded server's pg_dump, as `memvm backup`)."""
     dsn = asyncpg_dsn(url)
     port = str(make_url(url).port or 5432)
@@ -56,8 +56,8 @@ async def seed_rows(url: str) -> list[str]:
         await db.close()
 
 
-def script_statements(dump: str) -> list[str]:
-    """pg_dump's script as statements for one transaction: its comments and psql commands left out,
+def _script_lines(dump: str) -> list[str]:
+    """pg_dump's script as lines of statements for one transaction: its comments and psql commands left out,
     its session settings made the transaction's own (the connection goes back to a pool)."""
     lines = []
     for line in dump.splitlines():
@@ -78,8 +78,8 @@ async def head_schema_of(url: str) -> str:
     finally:
         await db.close()
     header = HEADER.format(revision=HEAD_REVISION, major=major)
-    tables = script_statements(pg_dump(url, "--section=pre-data"))
-    checks = script_statements(pg_dump(url, "--section=post-data"))
+    tables = _script_lines(_pg_dump(url, "--section=pre-data"))
+    checks = _script_lines(_pg_dump(url, "--section=post-data"))
     return "\n".join([header, *tables, *await seed_rows(url), *checks]) + "\n"
 
 

@@ -14,7 +14,6 @@ from sqlalchemy import (
     String,
     Text,
     bindparam,
-    case,
     cast,
     func,
     insert,
@@ -76,11 +75,11 @@ def _window_since(conversation: ColumnElement[Any]) -> ClauseElement:
         _MESSAGES.in_context,
     )
     known = bindparam("known_seq", type_=BigInteger)
-    place = case((_MESSAGES.kind == "summary", 1), else_=2).label("place")
+    place = _WINDOW_ORDER[0].label("place")  # the window's own order; the check's NULL goes before it
     newer = select(_MESSAGES.seq, _SEEN.label("seen"), *_CHAT, null().label("kept"), null().label("kept_seen"), place)
-    check = select(*(null() for _ in range(len(_CHAT) + 2)), func.count(), func.sum(_SEEN), literal(0))
+    check = select(*(null() for _ in range(len(_CHAT) + 2)), func.count(), func.sum(_SEEN), null())
     newer, check = newer.where(*in_window, _MESSAGES.seq > known), check.where(*in_window, _MESSAGES.seq <= known)
-    return union_all(newer, check).order_by(text("place"), text("seq"))
+    return union_all(newer, check).order_by(text("place NULLS FIRST"), text("seq"))
 
 
 # One row that counts and sums what the window still holds of the messages up to `known_seq`, then
