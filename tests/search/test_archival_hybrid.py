@@ -14,6 +14,7 @@ from memvm.actors import DEFAULT_ORGANIZATION_ID
 from memvm.db.uow import transaction
 from memvm.db.vectors import vector_bytes
 from memvm.ids import new_id
+from memvm.search import passages
 from memvm.search.passages import PassageSearch, search_passages
 from memvm.search.tuning import SearchTuning
 from tests.search.test_vector_index import DIM, MODEL, insert_archive, unit_vector
@@ -92,18 +93,36 @@ def sent_statements() -> Iterator[list[tuple[str, Sequence[Any]]]]:
         yield sent
 
 
-async def test_a_hybrid_search_takes_two_statements_and_sends_the_query_vector_once(db, sessionmaker):
+async def test_a_hybrid_search_takes_three_statements_and_reads_only_the_kept_passages(db, sessionmaker):
     archive_id, query_vector = await seed(db)
     packed = vector_bytes(query_vector)
 
     with sent_statements() as sent:
         found = await found_texts(sessionmaker, archive_id, query_vector)
 
-    vectors = [value for _, parameters in sent for value in parameters if value == packed]
     assert "Zanzibar joined the team" in found
-    # Two lexemes (zanzibar, say): the vector branch and each lexeme's branch compare with one parameter.
-    assert len(vectors) == 1
     # The settings, the lexemes and whether the index pays (from the archive's kept count) in one
-    # statement; then the search.
-    first = sent[0][0]
-    assert len(sent) == 2 and "hnsw.ef_search" in first and "to_tsvector" in first and "decision.pays" in first
+    # statement; then both rankings' candidates, which carry no text; then the kept passages by id.
+    first, candidates, chosen = (sql for sql, _ in sent)
+    assert "hnsw.ef_search" in first and "to_tsvector" in first and "decision.pays" in first
+    assert "UNION ALL" in candidates and "passage.text" not in candidates
+    assert "passage.text" in chosen and "UNION ALL" not in chosen
+    # Two lexemes (zanzibar, say): the vector branch and each lexeme's branch compare with one
+    # parameter, and the kept passages' distances with one more.
+    assert [len([value for value in parameters if value == packed]) for _, parameters in sent] == [0, 1, 1]
+    ids = next(value for value in sent[2][1] if isinstance(value, list))
+    assert len(ids) == len(found) == 5
+
+
+async def test_a_kept_passage_deleted_before_its_row_is_read_is_left_out(db, sessionmaker):
+    archive_id, query_vector = await seed(db)
+    search = PassageSearch(archive_ids=[archive_id], model=MODEL, dim=DIM, query_vector=query_vector, top_k=5, query=QUERY)
+    kept = await db.fetch("SELECT id FROM passage WHERE archive_id = $1 ORDER BY text LIMIT 3", archive_id)
+    ids = [row["id"] for row in kept]
+    await db.execute("DELETE FROM passage WHERE id = $1", ids[1])  # as another transaction may, between two statements
+
+    async with transaction(sessionmaker, DEFAULT_ORGANIZATION_ID) as session:
+        rows = await passages._chosen(session, search, ids)
+
+    assert [row.id for row in rows] == [ids[0], ids[2]]
+    assert all(0.0 <= row.distance <= 2.0 for row in rows)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import weakref
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -75,15 +74,18 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))  # as the SDK writes a body
 
 
-# Each message's JSON, for as long as the message lives: a turn sends its whole window with every model
-# call, and encoding the same few hundred messages again was a tenth of a long turn's CPU.
-_MESSAGE_JSON: weakref.WeakKeyDictionary[ChatMessage, str] = weakref.WeakKeyDictionary()
+# Each message's JSON, kept on the message itself (its own __dict__, as functools.cached_property keeps
+# a value; the message is frozen, so its JSON cannot go stale): a turn sends its whole window with every
+# model call, and encoding the same few hundred messages again was a tenth of a long turn's CPU. Not a
+# WeakKeyDictionary: its lookup hashes and compares every field of the message, each call again.
+_KEPT_JSON = "_openai_json"
 
 
 def _message_json(message: ChatMessage) -> str:
-    encoded = _MESSAGE_JSON.get(message)
+    kept: dict[str, str] = message.__dict__
+    encoded = kept.get(_KEPT_JSON)
     if encoded is None:
-        encoded = _MESSAGE_JSON[message] = _json(_message_dict(message))
+        encoded = kept[_KEPT_JSON] = _json(_message_dict(message))
     return encoded
 
 

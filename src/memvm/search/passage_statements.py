@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import (
     BindParameter,
     ColumnElement,
+    Float,
     Integer,
     Select,
     String,
@@ -17,6 +18,7 @@ from sqlalchemy import (
     cast,
     func,
     literal,
+    null,
     select,
     union_all,
 )
@@ -42,6 +44,12 @@ RESULT_COLUMNS = (
     Passage.writer_id,
     Passage.created_at,
 )
+# What a hybrid search's candidates carry to its ranking (search/passages.py): up to 50 per query
+# lexeme and 50 nearest, of which top_k are kept; the kept ones' RESULT_COLUMNS and distance come
+# from `chosen`. With every candidate's text and metadata, and every full-text match's vector (6 kB,
+# out of line, at 1536-d) read for its distance, the words' statement of a search in 1,000 passages
+# took 4.2 ms of PostgreSQL's time; 1.2-1.9 ms without (bench/README.md, "Hybrid candidates by id").
+CANDIDATE_COLUMNS = (Passage.id, Passage.created_at)
 
 
 @dataclass(frozen=True)
@@ -63,6 +71,7 @@ _LIMIT = bindparam("limit", type_=Integer)
 # An array, not an IN list: a direct statement's parameters are sent as they are.
 _ARCHIVE_IDS = bindparam("archive_ids", type_=ARRAY(String))
 _ORGANIZATION = bindparam(direct.ORGANIZATION, type_=String)
+_IDS = bindparam("ids", type_=ARRAY(String))
 # Enough for the shapes a deployment uses (a few dimensions × filters × lexeme counts); past it, rebuilt.
 _SHAPES = 256
 
@@ -92,7 +101,7 @@ def lexeme_candidates(shape: Shape, lexemes: int) -> Direct:
 
 
 def _vector_branch(shape: Shape, indexed: bool) -> Select[*tuple[Any, ...]]:
-    return _nearest(shape, indexed).add_columns(literal(VECTOR_BRANCH).label("term"))
+    return _nearest(shape, indexed, CANDIDATE_COLUMNS).add_columns(literal(VECTOR_BRANCH).label("term"))
 
 
 def _lexeme_branches(shape: Shape, lexemes: int) -> list[Select[*tuple[Any, ...]]]:
@@ -102,6 +111,13 @@ def _lexeme_branches(shape: Shape, lexemes: int) -> list[Select[*tuple[Any, ...]
 def _selected_from(rows: Any) -> Select[*tuple[Any, ...]]:
     """Selected from, not run bare: rows keep RESULT_COLUMNS' attribute names (metadata_)."""
     return select(rows.subquery("candidate"))
+
+
+@lru_cache(maxsize=_SHAPES)
+def chosen(shape: Shape) -> Direct:
+    """The passages a hybrid search kept (`ids`, its `chosen_parameters`): RESULT_COLUMNS and `distance`."""
+    by_id = Passage.organization_id == _ORGANIZATION, Passage.id == any_(_IDS)
+    return Direct(select(*RESULT_COLUMNS, _distance(shape)).where(*by_id))
 
 
 @lru_cache(maxsize=_SHAPES)
@@ -148,27 +164,24 @@ def lexeme_name(term: int) -> str:
 
 
 def _newest_containing(shape: Shape, term: int) -> Select[*tuple[Any, ...]]:
-    """The newest filtered passages whose text has the lexeme numbered `term`, with their distance,
-    which is computed outside the LIMIT: a common word matches thousands of passages, and reading each
-    one's vector (6 kB, out of line, at 1536-d) cost more than the rest of the search."""
+    """The newest filtered passages whose text has the lexeme numbered `term` (no distance: a common
+    word matches thousands of passages, and the ranking reads only which ones and how new)."""
     lexeme = bindparam(lexeme_name(term), type_=String)
-    newest = (
-        select(*RESULT_COLUMNS, Passage.embedding)
+    return (
+        select(*CANDIDATE_COLUMNS, cast(null(), Float).label("distance"))
         .where(_same_model(shape), *_conditions(shape, Passage))
         .where(Passage.fts.op("@@")(cast(func.quote_literal(lexeme), TSQUERY)))
         .order_by(Passage.created_at.desc())
         .limit(_LIMIT)
-        .subquery("newest")
     )
-    return select(*(c for c in newest.c if c.key != "embedding"), _distance(shape, newest.c.embedding))
 
 
-def _distance(shape: Shape, embedding: Any = Passage.embedding) -> Any:
-    """`distance`: the cosine distance of `embedding` (a column of the passages) to the query vector,
-    cast to the dimension the partial HNSW index is on; 0 without a query vector."""
+def _distance(shape: Shape) -> Any:
+    """`distance`: the cosine distance of the passage's vector to the query vector, cast to the
+    dimension the partial HNSW index is on; 0 without a query vector."""
     if not shape.vector:
         return literal(0.0).label("distance")
-    return cast(embedding, Float4Vector(shape.dim)).cosine_distance(_query_vector(shape)).label("distance")
+    return cast(Passage.embedding, Float4Vector(shape.dim)).cosine_distance(_query_vector(shape)).label("distance")
 
 
 def _query_vector(shape: Shape) -> BindParameter[Any]:
@@ -176,28 +189,29 @@ def _query_vector(shape: Shape) -> BindParameter[Any]:
     return bindparam("query_vector", type_=Float4Vector(shape.dim))
 
 
-def _nearest(shape: Shape, indexed: bool) -> Select[*tuple[Any, ...]]:
-    """The nearest filtered passages (newest first without a query vector), by a plan the caller chose,
-    since the planner misjudges both: it prices reading and comparing a vector like any column, so it
-    sorts 10,000 passages of 1536-d exactly (50 ms) where the index takes 3, and it may walk the index
-    for an archive that is a sliver of it (hundreds of ms)."""
+def _nearest(shape: Shape, indexed: bool, columns: tuple[Any, ...] = RESULT_COLUMNS) -> Select[*tuple[Any, ...]]:
+    """`columns` and `distance` of the nearest filtered passages (newest first without a query
+    vector), by a plan the caller chose, since the planner misjudges both: it prices reading and
+    comparing a vector like any column, so it sorts 10,000 passages of 1536-d exactly (50 ms) where
+    the index takes 3, and it may walk the index for an archive that is a sliver of it (hundreds of ms)."""
     if not shape.vector:
-        return _filtered(shape, _distance(shape)).order_by(Passage.created_at.desc()).limit(_LIMIT)
+        return _filtered(shape, columns, _distance(shape)).order_by(Passage.created_at.desc()).limit(_LIMIT)
     if not indexed:
         # the bare column: no index matches this order, so the planner sorts the filtered rows exactly
         exact = Passage.embedding.cosine_distance(_query_vector(shape))
-        return _filtered(shape, exact.label("distance")).order_by(exact).limit(_LIMIT)
+        return _filtered(shape, columns, exact.label("distance")).order_by(exact).limit(_LIMIT)
     # All passages of the model in the index's order; OFFSET 0 keeps the filters out of this subquery
     # (no bitmap scan + sort can replace the index walk), and the iterative scan streams rows to the
     # filters until `limit` pass. No ORDER BY outside: it would make the scan read the whole index.
     distance = _distance(shape)
     ranked = select(*RESULT_COLUMNS, distance).where(_same_model(shape)).order_by(distance).offset(0).subquery("ranked")
-    return select(ranked).where(*_conditions(shape, ranked.c)).limit(_LIMIT)
+    selected = [ranked.c[column.key] for column in (*columns, distance)]
+    return select(*selected).where(*_conditions(shape, ranked.c)).limit(_LIMIT)
 
 
-def _filtered(shape: Shape, distance: Any) -> Select[*tuple[Any, ...]]:
-    """RESULT_COLUMNS and `distance` of the passages every filter admits."""
-    return select(*RESULT_COLUMNS, distance).where(_same_model(shape), *_conditions(shape, Passage))
+def _filtered(shape: Shape, columns: tuple[Any, ...], distance: Any) -> Select[*tuple[Any, ...]]:
+    """`columns` and `distance` of the passages every filter admits."""
+    return select(*columns, distance).where(_same_model(shape), *_conditions(shape, Passage))
 
 
 def _same_model(shape: Shape) -> ColumnElement[bool]:

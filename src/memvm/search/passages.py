@@ -57,9 +57,9 @@ class PassageSearch:
 
     def hybrid_statement(self, lexemes: int) -> Direct:
         """Both rankings' candidates in one statement, the nearest found exactly (UNION ALL; its
-        `parameters(candidates, lexemes)`): the `candidates` nearest passages (`term` VECTOR_BRANCH)
-        and, per query lexeme, the `candidates` newest passages that contain it (`term` = the lexeme's
-        index), each row with its distance; rank_hybrid orders them."""
+        `parameters(candidates, lexemes)`): the `candidates` nearest passages (`term` VECTOR_BRANCH,
+        with their distance) and, per query lexeme, the `candidates` newest passages that contain it
+        (`term` = the lexeme's index), each row CANDIDATE_COLUMNS; rank_hybrid orders them."""
         return statements.hybrid(self._shape, lexemes)
 
     def nearest_statement(self, *, indexed: bool) -> Direct:
@@ -71,6 +71,13 @@ class PassageSearch:
     def lexeme_statement(self, lexemes: int) -> Direct:
         """A hybrid search's full-text candidates alone: each lexeme's `candidates` newest matches."""
         return statements.lexeme_candidates(self._shape, lexemes)
+
+    def chosen_statement(self) -> Direct:
+        """The passages a hybrid search kept, by id (its `chosen_parameters`), with their distance."""
+        return statements.chosen(self._shape)
+
+    def chosen_parameters(self, ids: Sequence[str]) -> dict[str, Any]:
+        return {"ids": list(ids), "query_vector": self._query_vector_bytes}
 
     def index_pays_statement(self) -> Direct | None:
         """Whether enough passages pass the filters for the HNSW index to beat an exact scan
@@ -88,11 +95,16 @@ class PassageSearch:
     def parameters(self, candidates: int, lexemes: Sequence[str] = ()) -> dict[str, Any]:
         """The values of this search for its ranking statements, which are built once per Shape (a
         direct statement takes exactly its own: the lexemes go to the statements that match them)."""
+        values = self.lexeme_parameters(candidates, lexemes)
+        if self.query_vector is not None:
+            values["query_vector"] = self._query_vector_bytes
+        return values
+
+    def lexeme_parameters(self, candidates: int, lexemes: Sequence[str]) -> dict[str, Any]:
+        """The values of `lexeme_statement` (which compares no vector)."""
         values = self.filter_parameters(candidates)
         values["model"] = self.model
         values.update((statements.lexeme_name(term), lexeme) for term, lexeme in enumerate(lexemes))
-        if self.query_vector is not None:
-            values["query_vector"] = self._query_vector_bytes
         return values
 
     def filter_parameters(self, candidates: int) -> dict[str, Any]:
@@ -121,7 +133,7 @@ async def search_passages(
     """The search's hits, best first, run under this transaction's vector search settings (set in
     the round trip that gets the query's lexemes when hybrid), then both rankings' candidates (or the
     nearest alone): exactly in one statement, or through the HNSW index when the archives are big
-    enough for it to pay."""
+    enough for it to pay; a hybrid search then reads the rows of the candidates it kept."""
     hybrid = tuning.archival_hybrid and search.query_vector is not None and bool(search.query.strip())
     candidates = max(CANDIDATES, 2 * search.top_k) if hybrid else search.top_k
     with metrics.timed(metrics.SEARCH_SECONDS, "archival"):
@@ -131,9 +143,11 @@ async def search_passages(
         else:
             exact = search.statement(indexed=False) if lexemes is None else search.hybrid_statement(len(lexemes))
             rows = list(await direct.run(session, exact, search.parameters(candidates, lexemes or ())))
-    if not hybrid:
-        return [PassageHit(row, float(row.distance)) for row in rows]
-    return rank_hybrid(rows, candidates=candidates, limit=search.top_k, rrf_k=tuning.rrf_k)
+        if hybrid:
+            rows = await _chosen(
+                session, search, rank_hybrid(rows, candidates=candidates, limit=search.top_k, rrf_k=tuning.rrf_k)
+            )
+    return [PassageHit(row, float(row.distance)) for row in rows]
 
 
 async def prepare(
@@ -171,7 +185,9 @@ async def _through_the_index(
         # or fewer match: the exact search finds every match.
         rows = list(await direct.run(session, _nearest_of(search, lexemes, indexed=False), nearest_parameters))
     if lexemes:
-        rows.extend(await direct.run(session, search.lexeme_statement(len(lexemes)), search.parameters(candidates, lexemes)))
+        rows.extend(
+            await direct.run(session, search.lexeme_statement(len(lexemes)), search.lexeme_parameters(candidates, lexemes))
+        )
     return rows
 
 
@@ -179,16 +195,15 @@ def _nearest_of(search: PassageSearch, lexemes: Sequence[str] | None, *, indexed
     return search.statement(indexed=indexed) if lexemes is None else search.nearest_statement(indexed=indexed)
 
 
-def rank_hybrid(rows: Sequence[Any], *, candidates: int, limit: int, rrf_k: int) -> list[PassageHit]:
-    """The candidates fused: full-text matches ranked by term rarity (search.lexical; newer wins a
-    tie), the vector ones by exact distance (relaxed_order can return neighbours slightly out of order).
-    One pass over the rows: a row's attribute costs about 0.4 µs, and a search reads up to 250 rows."""
-    by_id: dict[str, Any] = {}
+def rank_hybrid(rows: Sequence[Any], *, candidates: int, limit: int, rrf_k: int) -> list[str]:
+    """The candidates' ids fused, best first: full-text matches ranked by term rarity (search.lexical;
+    newer wins a tie), the vector ones by exact distance (relaxed_order can return neighbours slightly
+    out of order). One pass over the rows: a row's attribute costs about 0.4 µs, and a search reads
+    up to 250 rows."""
     matches: list[TermMatch] = []
     nearest: list[tuple[float, str]] = []
     for row in rows:
         passage_id, term = row.id, row.term
-        by_id[passage_id] = row
         if term == VECTOR_BRANCH:
             nearest.append((row.distance, passage_id))
         else:
@@ -196,7 +211,17 @@ def rank_hybrid(rows: Sequence[Any], *, candidates: int, limit: int, rrf_k: int)
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     nearest.sort(key=lambda pair: pair[0])
     fused = reciprocal_rank_fusion(fts_ids, [passage_id for _, passage_id in nearest], limit=limit, k=rrf_k)
-    return [PassageHit(by_id[f.id], float(by_id[f.id].distance)) for f in fused]
+    return [f.id for f in fused]
+
+
+async def _chosen(session: AsyncSession, search: PassageSearch, ids: Sequence[str]) -> list[Any]:
+    """The rows of the passages `ids`, in that order. A passage deleted since the candidates were read
+    (each statement reads the database as it is then, READ COMMITTED) is left out, as it would be had
+    the deletion come first."""
+    if not ids:
+        return []
+    found = {row.id: row for row in await direct.run(session, search.chosen_statement(), search.chosen_parameters(ids))}
+    return [found[passage_id] for passage_id in ids if passage_id in found]
 
 
 def _microseconds(moment: datetime) -> int:
