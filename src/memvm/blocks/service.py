@@ -147,13 +147,14 @@ async def apply_changes(
         raise
     if not changes and change == "update":
         return block
-    agent_ids = await repository.attached_agent_ids(session, block.id)
     if "label" in changes:
-        await _check_label_free(session, agent_ids, changes["label"])
+        await _check_label_free(session, await repository.attached_agent_ids(session, block.id), changes["label"])
     label = changes.get("label", block.label)
     clash = f"Label {label!r} is already used by another block of an agent this block is attached to."
     with conflict_on("uq_agent_block_agent_id_label", clash):
-        await repository.write_changes(session, block, changes, change=change, actor=actor, restored_version=restored_version)
+        agent_ids = await repository.write_changes(
+            session, block, changes, change=change, actor=actor, restored_version=restored_version
+        )
     metrics.BLOCK_WRITES.labels("written").inc()
     if PROMPT_FIELDS & changes.keys():
         await recompile_agents(session, agent_ids)
