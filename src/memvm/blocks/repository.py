@@ -84,9 +84,10 @@ async def write_changes(
 ) -> list[str]:
     """Store `changes` (by attribute) to the locked block with its next version, and the history row
     of its new state, in one direct statement (db/direct.py); the block object gets what was stored,
-    as a flush would have given it. Returns the ids of the agents the block is attached to (read by
-    the same statement: a round trip less for every edit; no agent can attach or detach it while it
-    is locked). A relabel's clash with another block of an agent raises IntegrityError on
+    as a flush would have given it. Returns the ids of the agents the block is attached to, read by
+    the same statement (a round trip less for every edit): an attach waits for the block's lock, and
+    an agent detached meanwhile is recompiled from its blocks as they are then, without this one. A
+    relabel's clash with another block of an agent raises IntegrityError on
     uq_agent_block_agent_id_label, as a flush would."""
     version = block.version + 1
     state = {attribute: changes.get(attribute, getattr(block, attribute)) for attribute in _STATE}

@@ -48,7 +48,7 @@ RESULT_COLUMNS = (
 # lexeme and 50 nearest, of which top_k are kept; the kept ones' RESULT_COLUMNS and distance come
 # from `chosen`. With every candidate's text and metadata, and every full-text match's vector (6 kB,
 # out of line, at 1536-d) read for its distance, the words' statement of a search in 1,000 passages
-# took 4.2 ms of PostgreSQL's time; 1.2-1.9 ms without (bench/README.md, "Hybrid candidates by id").
+# took 2.6-7.9 ms of PostgreSQL's time; 1.2-2.1 ms without (bench/README.md, "Hybrid candidates by id").
 CANDIDATE_COLUMNS = (Passage.id, Passage.created_at)
 
 
