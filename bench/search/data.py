@@ -329,6 +329,7 @@ class Loader:
                     MODEL,
                     DIM,
                     base + (off + i) * step,
+                    off + i + 1,  # the default conversation's 1, 2, ...
                     DEFAULT_ORGANIZATION_ID,
                 )
                 for i, c in enumerate(clusters)
@@ -345,6 +346,7 @@ class Loader:
             "embedding_model",
             "embedding_dim",
             "created_at",
+            "seq",
             "organization_id",  # the bench's server runs unauthenticated: its agent is in the default organization
         ]
         await self._copy("message", columns, n, vm, rows)

@@ -84,10 +84,11 @@ async def test_a_create_answers_with_the_rows_it_stored_in_one_statement(setting
         (stamp(row["created_at"]), stamp(row["updated_at"])) for row in blocks
     ]
     history = await db.fetch(
-        "SELECT block_id, version, change, value FROM block_change WHERE block_id = any($1::text[]) ORDER BY id",
+        "SELECT block_id, id, version, change, value FROM block_change WHERE block_id = any($1::text[]) ORDER BY block_id",
         [row["id"] for row in blocks],
     )
-    assert [tuple(row) for row in history] == [(row["id"], 1, "create", row["value"]) for row in blocks]
+    # Each block's first change, numbered 1 within its block.
+    assert [tuple(row) for row in history] == sorted((row["id"], 1, 1, "create", row["value"]) for row in blocks)
 
     tools = await db.fetch(
         "SELECT t.id, t.name FROM agent_tool l JOIN tool t ON t.id = l.tool_id WHERE l.agent_id = $1 ORDER BY l.position",

@@ -121,6 +121,26 @@ async def test_versions_and_a_deleted_block_s_history_stay_readable(client):
     assert (await client.get(f"/v1/blocks/{block['id']}")).status_code == 404 and unknown.status_code == 404
 
 
+async def test_each_block_numbers_its_own_changes_from_one_deletion_included(client, db):
+    """No counter is shared between blocks: a change takes its block's next number."""
+    first, second = await create_block(client, label="one", value="a"), await create_block(client, label="two", value="a")
+    for value in ("b", "c"):
+        await write(client, first["id"], value=value)
+        await write(client, second["id"], value=value)
+    assert (await client.delete(f"/v1/blocks/{first['id']}")).status_code == 200
+    rows = await db.fetch(
+        "SELECT block_id, id, version, change FROM block_change WHERE block_id = any($1::text[]) ORDER BY block_id, id",
+        [first["id"], second["id"]],
+    )
+
+    numbered = {
+        block["id"]: [(r["id"], r["version"], r["change"]) for r in rows if r["block_id"] == block["id"]]
+        for block in (first, second)
+    }
+    assert numbered[first["id"]] == [(1, 1, "create"), (2, 2, "update"), (3, 3, "update"), (4, 3, "delete")]
+    assert numbered[second["id"]] == [(1, 1, "create"), (2, 2, "update"), (3, 3, "update")]
+
+
 async def test_retention_keeps_the_newest_versions_or_days_and_each_current_state(client, sessionmaker, db):
     kept, aged = await create_block(client, label="kept", value="0"), await create_block(client, label="aged", value="0")
     for number in range(1, 5):

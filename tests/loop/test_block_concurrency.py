@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from memvm.memory import edits
 from tests.support.api import create_agent, create_block
+from tests.support.pg import next_seq
 
 MODEL = {"model": "openai/scripted-model"}
 WRITERS = 32
@@ -179,8 +180,9 @@ async def test_a_block_write_does_not_wait_for_a_turn_that_stored_messages_of_an
     await step.start()
     try:
         await db.execute(
-            "INSERT INTO message (id, organization_id, agent_id, role, kind, content, in_context, embed_attempts)"
-            " SELECT 'message-held', organization_id, id, 'user', 'message', 'hi', true, 0 FROM agent WHERE id = $1",
+            "INSERT INTO message (id, organization_id, agent_id, role, kind, content, in_context, embed_attempts, seq)"
+            f" SELECT 'message-held', organization_id, id, 'user', 'message', 'hi', true, 0, {next_seq('agent.id')}"
+            " FROM agent WHERE id = $1",
             agent["id"],
         )
         response = await asyncio.wait_for(client.patch(f"/v1/blocks/{block['id']}", json={"value": "edited"}), 5)

@@ -10,6 +10,7 @@ from memvm.messages import repository as messages
 from memvm.runtime.loop.conversation import ChatHistory
 from memvm.runtime.loop.kept_windows import KeptWindows, WindowRead
 from tests.support.api import create_agent
+from tests.support.pg import next_seq
 
 MODEL = {"model": "openai/scripted-model"}
 
@@ -106,8 +107,9 @@ async def test_windows_past_the_token_budget_go_least_recently_read_first(client
 async def test_a_new_running_summary_is_sent_first(client, llm, db):
     agent_id = await window_kept_at_the_second_turn(client, llm, "hello")
     await db.execute(
-        "INSERT INTO message (organization_id, id, agent_id, role, kind, content, in_context)"
-        " SELECT organization_id, 'message-summary', id, 'user', 'summary', 'Earlier: hello.', true FROM agent WHERE id = $1",
+        "INSERT INTO message (organization_id, id, agent_id, role, kind, content, in_context, seq)"
+        f" SELECT organization_id, 'message-summary', id, 'user', 'summary', 'Earlier: hello.', true, {next_seq('agent.id')}"
+        " FROM agent WHERE id = $1",
         agent_id,
     )
     await send(client, agent_id, "and again")

@@ -76,7 +76,8 @@ async def block_rows(db) -> int:
 
 async def agent_changes(db) -> list:
     return await db.fetch(
-        "SELECT change, label, value, actor_type, actor_id, step_id FROM block_change WHERE actor_type = 'agent' ORDER BY id"
+        "SELECT change, label, value, actor_type, actor_id, step_id FROM block_change WHERE actor_type = 'agent'"
+        " ORDER BY created_at, id"
     )
 
 

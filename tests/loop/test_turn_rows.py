@@ -111,3 +111,39 @@ async def test_a_turns_message_and_step_rows_are_what_a_flush_of_its_objects_sto
     shown = {m["id"]: m["date"] for m in body["messages"]}
     assert shown == {m["id"]: m["created_at"].isoformat(timespec="seconds") for m in rows if m["id"] in shown}
     assert set(shown) == {call["id"], result["id"], answer["id"]}
+
+
+async def numbered(db, agent_id: str) -> dict[str | None, list[tuple[int, str]]]:
+    """Each conversation's (seq, content) in seq order, by conversation (None: the default one)."""
+    rows = await db.fetch("SELECT conversation_id, seq, content FROM message WHERE agent_id = $1 ORDER BY seq", agent_id)
+    by_conversation: dict[str | None, list[tuple[int, str]]] = {}
+    for row in rows:
+        by_conversation.setdefault(row["conversation_id"], []).append((row["seq"], row["content"]))
+    return by_conversation
+
+
+async def test_each_conversation_numbers_its_own_messages_with_turns_of_two_conversations_at_once(client, llm, db):
+    """No counter is shared: a message's seq follows its conversation's last, and turns of two
+    conversations of one agent storing at the same time each number their own."""
+    agent = await create_agent(client, **MODEL)
+    one, other = [(await client.post("/v1/conversations/", params={"agent_id": agent["id"]})).json()["id"] for _ in "ab"]
+    llm.default("ok")
+
+    first = await client.post(f"/v1/agents/{agent['id']}/messages", json={"input": "default"})
+    sends = [
+        client.post(f"/v1/conversations/{conversation}/messages", json={"input": f"{conversation} {n}", "streaming": False})
+        for n in range(3)
+        for conversation in (one, other)
+    ]
+    answers = await asyncio.gather(*sends)
+    forked = (await client.post(f"/v1/conversations/{one}/fork")).json()["id"]
+    stored = await numbered(db, agent["id"])
+
+    assert first.status_code == 200 and all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    assert stored[None] == [(1, "default"), (2, "ok")]
+    for conversation in (one, other):
+        said = sorted(content for _, content in stored[conversation] if content != "ok")
+        assert said == [f"{conversation} {n}" for n in range(3)]
+        assert [seq for seq, _ in stored[conversation]] == list(range(1, 7))
+        assert [content == "ok" for _, content in stored[conversation]] == [False, True] * 3  # each answer after its input
+    assert stored[forked] == stored[one]  # a fork numbers its copies from 1, in the source's order

@@ -10,6 +10,7 @@ from memvm.ids import new_id
 from memvm.search.conversation import MAX_LEXEMES, query_lexemes
 from tests.support.api import create_agent
 from tests.support.embedding import wait_embedded
+from tests.support.pg import next_seq
 
 KEYWORD_ONLY = "Order XJ9000 shipped on Tuesday."
 MEANING_ONLY = "My daughter has started taking violin classes."
@@ -24,9 +25,9 @@ DISTRACTORS = [
 async def add_messages(db, agent_id, texts, role="user", created_at=None):
     for text in texts:
         await db.execute(
-            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at, organization_id)"
-            " VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()),"
-            f" '{DEFAULT_ORGANIZATION_ID}')",
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, created_at, organization_id,"
+            " seq) VALUES ($1, $2, $3, 'message', $4, false, 0, coalesce($5, clock_timestamp()),"
+            f" '{DEFAULT_ORGANIZATION_ID}', {next_seq('$2')})",
             new_id("message"),
             agent_id,
             role,
@@ -83,8 +84,8 @@ async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db)
         for n in range(3000)
     ]
     await db.executemany(
-        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
-        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}')",
+        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"
+        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}', {next_seq('$2')})",
         rows,
     )  # 5 attempts: not queued for embedding
     await db.execute("ANALYZE message")
@@ -96,12 +97,12 @@ async def test_full_text_reads_only_the_agent_s_entries_of_the_index(client, db)
         # (rolled back below) to see that the GIN index itself narrows to the agent.
         await db.execute("SET LOCAL enable_seqscan = off")
         await db.execute("SET LOCAL enable_indexscan = off")
-        await db.execute("DROP INDEX ix_message_agent_id_seq")
+        await db.execute("DROP INDEX ix_message_agent_id_created_at")
         plan = "\n".join(
             r[0]
             for r in await db.fetch(
                 "EXPLAIN SELECT id FROM message WHERE agent_id = $1 AND kind = 'message' AND fts @@ 'boiler'::tsquery"
-                " ORDER BY seq DESC LIMIT 50",
+                " ORDER BY created_at DESC, seq DESC LIMIT 50",
                 agents[0],
             )
         )

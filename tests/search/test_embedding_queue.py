@@ -19,6 +19,7 @@ from tests.db.test_citus_ready import REFERENCE_TABLES, TENANT_KEY
 from tests.db.test_tenant_writes import recorded_statements, unscoped
 from tests.search.test_file_processing import folder_with_file
 from tests.support.api import app_client, create_agent
+from tests.support.pg import next_seq
 
 
 async def add_agent_with_messages(db, count, embedding=None, organization_id=DEFAULT_ORGANIZATION_ID):
@@ -32,8 +33,8 @@ async def add_agent_with_messages(db, count, embedding=None, organization_id=DEF
     )
     for n in range(count):
         await db.execute(
-            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
-            " VALUES ($1, $2, 'user', 'message', $3, true, 0, $4)",
+            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"
+            f" VALUES ($1, $2, 'user', 'message', $3, true, 0, $4, {next_seq('$2')})",
             new_id("message"),
             agent_id,
             f"note {n} about cats",
@@ -134,9 +135,10 @@ async def test_changing_the_embedding_model_requeues_messages_and_refuses_mismat
         await client.post(f"/v1/agents/{agent['id']}/archival-memory", json={"text": "a local-model passage"})
         await db.execute(
             "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts,"
-            " embedding, embedding_model, embedding_dim, organization_id) VALUES ($1, $2, 'user', 'message', 'hello', true, 1,"
+            " embedding, embedding_model, embedding_dim, organization_id, seq)"
+            " VALUES ($1, $2, 'user', 'message', 'hello', true, 1,"
             " array_fill(0.1, ARRAY[384])::vector, 'local/all-MiniLM-L6-v2', 384,"
-            f" '{DEFAULT_ORGANIZATION_ID}')",
+            f" '{DEFAULT_ORGANIZATION_ID}', {next_seq('$2')})",
             new_id("message"),
             agent["id"],
         )

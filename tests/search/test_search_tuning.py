@@ -13,6 +13,7 @@ from memvm.search.conversation import QueryVector, search_messages
 from memvm.search.tuning import SearchTuning
 from memvm.threads import ANY_CONVERSATION
 from tests.support.api import app_client, create_agent
+from tests.support.pg import next_seq
 
 QUESTION = "Did the vet call back about Miso?"
 ANSWER = "Yes: nothing serious, he will be fine in a week."  # no word of the query "vet Miso"
@@ -21,8 +22,8 @@ ANSWER = "Yes: nothing serious, he will be fine in a week."  # no word of the qu
 async def store(db, rows):
     """(agent id, text) pairs, stored in this order (as older history: not queued for embedding)."""
     await db.executemany(
-        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id)"
-        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}')",
+        "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"
+        f" VALUES ($1, $2, 'user', 'message', $3, false, 5, '{DEFAULT_ORGANIZATION_ID}', {next_seq('$2')})",
         [(new_id("message"), agent_id, text) for agent_id, text in rows],
     )
 

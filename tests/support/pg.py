@@ -163,3 +163,10 @@ async def database_at(server_url: str, name: str, revision: str) -> AsyncIterato
     finally:
         await db.close()
         await admin_execute(server_url, f"DROP DATABASE {name} WITH (FORCE)")
+
+
+def next_seq(agent: str) -> str:
+    """SQL for the seq of a message written next to the default conversation of the agent whose id
+    is the SQL `agent` (a parameter or column), for tests that write messages without memvm."""
+    default_conversation = f"m.agent_id = {agent}::varchar AND m.conversation_id IS NULL"
+    return f"(SELECT coalesce(max(m.seq), 0) + 1 FROM message AS m WHERE {default_conversation})"

@@ -30,7 +30,7 @@ from memvm.db import direct
 from memvm.db.direct import ORGANIZATION, Direct
 from memvm.db.dml import json_rows, rows_affected
 from memvm.db.pagination import NamePage, fetch_names
-from memvm.db.tenancy import organization_of_new_rows
+from memvm.db.tenancy import organization_of, organization_of_new_rows
 from memvm.orm import AgentBlock, Block, BlockChange
 
 _BY_ID = select(Block).where(Block.id == bindparam("block_id")).execution_options(populate_existing=True)  # built once
@@ -73,6 +73,14 @@ def list_query(
     return query
 
 
+# A block's next change number: its last one's plus one. Its writers hold the block's lock first.
+_PRIOR = _CHANGE_TABLE.alias("prior")
+_NEXT_CHANGE_ID = (
+    select(func.coalesce(func.max(_PRIOR.c.id), 0) + 1)
+    .where(_PRIOR.c.organization_id == bindparam(ORGANIZATION), _PRIOR.c.block_id == bindparam("block_id"))
+    .scalar_subquery()
+)
+
 # What a history row keeps of the block's state (the same attribute on both models).
 _STATE = ("label", "value", "char_limit", "description", "read_only", "metadata_")
 _NEW_BLOCK = ("id", *_STATE, "hidden", "tags", "version")
@@ -107,6 +115,7 @@ def _writing(changed: tuple[str, ...]) -> Direct:
         {_CHANGE_COLUMNS[attribute].name: given[attribute] for attribute in _STATE}
         | {name: bindparam(name, type_=_CHANGE_COLUMNS[name].type) for name in (*_WHO, "change", "restored_version")}
         | {"organization_id": bindparam(ORGANIZATION), "block_id": bindparam("block_id"), "version": bindparam("version")}
+        | {"id": _NEXT_CHANGE_ID}
     )
     blocks = _BLOCK_TABLE.c
     return Direct(
@@ -119,13 +128,13 @@ def _writing(changed: tuple[str, ...]) -> Direct:
     )
 
 
-def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor, restored_version: int | None = None) -> None:
+async def record_change(session: AsyncSession, block: Block, *, change: str, actor: Actor) -> None:
+    """A history row of the locked block's state (its deletion's)."""
     state = {attribute: getattr(block, attribute) for attribute in _STATE}
-    session.add(
-        BlockChange(
-            block_id=block.id, version=block.version, change=change, **_by(actor), restored_version=restored_version, **state
-        )
+    number = await session.scalar(
+        select(_NEXT_CHANGE_ID), {ORGANIZATION: organization_of(session.sync_session), "block_id": block.id}
     )
+    session.add(BlockChange(block_id=block.id, id=number, version=block.version, change=change, **_by(actor), **state))
 
 
 _WHO = ("actor_type", "actor_id", "step_id", "run_id", "tool_call_id")
@@ -178,10 +187,11 @@ _STORED = (
 )
 _NEW = aliased(Block, _STORED)
 _HISTORY = insert(BlockChange).from_select(
-    [getattr(BlockChange, c) for c in ("organization_id", "block_id", "version", "change", *_WHO, *_STATE)],
+    [getattr(BlockChange, c) for c in ("organization_id", "block_id", "id", "version", "change", *_WHO, *_STATE)],
     select(
         _NEW.organization_id,
         _NEW.id,
+        literal(1),  # a new block's first change
         _NEW.version,
         literal("create"),
         *(bindparam(name, type_=String) for name in _WHO),
@@ -234,12 +244,12 @@ async def prune_history(session: AsyncSession, *, keep_versions: int | None, old
     `older_than` except each live block's current version (a deleted block's history goes whole)."""
     pruned = 0
     # By each row's whole key, organization first: it runs across organizations, and the keys lead with it.
-    key = (BlockChange.organization_id, BlockChange.id)
+    key = (BlockChange.organization_id, BlockChange.block_id, BlockChange.id)
     if keep_versions is not None:
         of_block = (BlockChange.organization_id, BlockChange.block_id)
         rank = func.row_number().over(partition_by=of_block, order_by=BlockChange.version.desc()).label("rank")
         ranked = select(*key, rank).subquery()
-        stale = select(ranked.c.organization_id, ranked.c.id).where(ranked.c.rank > keep_versions)
+        stale = select(ranked.c.organization_id, ranked.c.block_id, ranked.c.id).where(ranked.c.rank > keep_versions)
         pruned += await rows_affected(session, delete(BlockChange).where(tuple_(*key).in_(stale)))
     if older_than is not None:
         current = (

@@ -175,7 +175,7 @@ async def delete_block(session: AsyncSession, block_id: str, *, actor: Actor) ->
     """Delete the block everywhere; every agent it was attached to is recompiled without it."""
     block = await lock_block(session, block_id)
     agent_ids = await repository.attached_agent_ids(session, block.id)
-    repository.record_change(session, block, change="delete", actor=actor)
+    await repository.record_change(session, block, change="delete", actor=actor)
     await session.delete(block)
     await session.flush()
     await recompile_agents(session, agent_ids)

@@ -33,7 +33,7 @@ from memvm.db.dml import rows_affected
 from memvm.db.tenancy import organization_of
 from memvm.orm import Message
 from memvm.orm.conversation import in_conversation
-from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE
+from memvm.orm.message import EMBEDDING_QUEUE_PREDICATE, last_seq
 
 _in_conversation = partial(in_conversation, Message.conversation_id)  # threads.py's names
 
@@ -144,6 +144,17 @@ async def history_page(
     return rows[::-1] if newest_first else rows
 
 
+# Across agents and conversations messages are listed by time, then seq (a conversation's own order),
+# then id: ix_message_organization_id_created_at.
+_LISTED = tuple_(Message.created_at, Message.seq, Message.id)
+
+
+def _listed(message: Message) -> ColumnElement[Any]:
+    return tuple_(
+        literal(message.created_at, Message.created_at.type), literal(message.seq, BigInteger), literal(message.id, String)
+    )
+
+
 async def organization_page(
     session: AsyncSession,
     *,
@@ -159,11 +170,12 @@ async def organization_page(
     if conversation_id is not None:
         query = query.where(Message.conversation_id == conversation_id)
     if after is not None:
-        query = query.where(Message.seq > after.seq if ascending else Message.seq < after.seq)
+        query = query.where(_listed(after) < _LISTED if ascending else _listed(after) > _LISTED)
     if before is not None:
-        query = query.where(Message.seq < before.seq if ascending else Message.seq > before.seq)
+        query = query.where(_listed(before) > _LISTED if ascending else _listed(before) < _LISTED)
     backwards = before is not None and after is None
-    query = query.order_by(Message.seq.asc() if ascending != backwards else Message.seq.desc()).limit(limit)
+    order = (Message.created_at, Message.seq, Message.id)
+    query = query.order_by(*(c.asc() if ascending != backwards else c.desc() for c in order)).limit(limit)
     rows = list(await session.scalars(query))
     return rows[::-1] if backwards else rows
 
@@ -211,12 +223,26 @@ _FORKED_COLUMNS = (
 
 async def copy_into(session: AsyncSession, agent_id: str, source: str | None, target: str, *, up_to: Message | None) -> int:
     """Copy the source conversation's messages (up to and including `up_to`) into `target`, with new
-    ids, in order, window flags and vectors kept. Not their otids or runs: those stay the source's."""
+    ids, in order after target's own, window flags and vectors kept. Not their otids or runs: those
+    stay the source's."""
     table = Message.__table__
     copied = [table.c[name] for name in _FORKED_COLUMNS]
     new_id = literal("message-") + cast(func.gen_random_uuid(), String)
-    rows = select(new_id, literal(target), *copied).where(table.c.agent_id == agent_id, _in_conversation(source))
+    after = _last_seq_of(session, agent_id, target)
+    seq = after + func.row_number().over(order_by=table.c.seq)
+    rows = select(new_id, literal(target), seq, *copied).where(table.c.agent_id == agent_id, _in_conversation(source))
     if up_to is not None:
         rows = rows.where(table.c.seq <= up_to.seq)
-    statement = insert(Message).from_select(["id", "conversation_id", *_FORKED_COLUMNS], rows.order_by(table.c.seq))
+    statement = insert(Message).from_select(["id", "conversation_id", "seq", *_FORKED_COLUMNS], rows.order_by(table.c.seq))
     return await rows_affected(session, statement)
+
+
+async def next_seq(session: AsyncSession, agent_id: str, conversation_id: str | None) -> int:
+    """The seq of a message stored next in the conversation; the caller holds its turn lock (or the
+    conversation is not yet in use), so no other writer takes the same one."""
+    return int(await session.scalar(select(_last_seq_of(session, agent_id, conversation_id))) or 0) + 1
+
+
+def _last_seq_of(session: AsyncSession, agent_id: str, conversation_id: str | None) -> ColumnElement[int]:
+    conversation = null() if conversation_id is None else literal(conversation_id, String)
+    return last_seq(literal(organization_of(session.sync_session), String), literal(agent_id, String), conversation)

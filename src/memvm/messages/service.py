@@ -65,7 +65,11 @@ _IMPORTED_COLUMNS = (
 async def store_imported(session: AsyncSession, agent_id: str, rows: Sequence[dict[str, Any]]) -> None:
     """Append history brought from an agent file, in order; the embedding queue picks it up."""
     if rows:
-        complete = [{"id": new_id("message"), "agent_id": agent_id} | {c: row.get(c) for c in _IMPORTED_COLUMNS} for row in rows]
+        first = await repository.next_seq(session, agent_id, None)
+        complete = [
+            {"id": new_id("message"), "agent_id": agent_id, "seq": seq} | {c: row.get(c) for c in _IMPORTED_COLUMNS}
+            for seq, row in enumerate(rows, start=first)
+        ]
         await repository.insert_rows(session, complete)
 
 
@@ -100,7 +104,8 @@ async def replace_with_summary(
 ) -> Message:
     """Move `evicted` out of the conversation's window and put one summary message in their place."""
     await repository.evict(session, [message.id for message in evicted])
-    row = Message(id=new_id("message"), agent_id=agent_id, conversation_id=conversation_id, role="user", kind="summary")
+    seq = await repository.next_seq(session, agent_id, conversation_id)
+    row = Message(id=new_id("message"), seq=seq, agent_id=agent_id, conversation_id=conversation_id, role="user", kind="summary")
     row.content, row.in_context = summary, True
     session.add(row)
     await session.flush()

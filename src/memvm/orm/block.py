@@ -8,7 +8,6 @@ from sqlalchemy import (
     Boolean,
     CheckConstraint,
     DateTime,
-    Identity,
     Index,
     Integer,
     String,
@@ -56,10 +55,11 @@ class BlockChange(TenantOwned, Base):
     __tablename__ = "block_change"
     __table_args__ = (Index("ix_block_change_block_id_version", "block_id", "version"),)
 
-    # autoincrement: with organization_id in the key the ORM would not otherwise match RETURNING rows
-    # to a multi-row INSERT's, and so would insert a new agent's first versions one statement each.
-    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True, autoincrement=True)
-    block_id: Mapped[str] = mapped_column(String, index=True)
+    block_id: Mapped[str] = mapped_column(String, primary_key=True)  # the key's index serves a block's lookups
+    # The change's number among its block's changes (1, 2, ...), one more than the block's last, given
+    # by the statement that stores it, under the block's lock: no counter is shared between blocks
+    # (docs/scale-out.md). A delete's row shares its version with the write before it; this orders them.
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
     version: Mapped[int] = mapped_column(Integer)
     change: Mapped[str] = mapped_column(String)  # create | update | undo | redo | restore | delete
     actor_type: Mapped[str] = mapped_column(String)  # api | agent

@@ -18,6 +18,7 @@ from sqlalchemy import (
     func,
     insert,
     literal_column,
+    null,
     select,
     text,
     update,
@@ -33,6 +34,7 @@ from memvm.db.dml import json_rows, row_of
 from memvm.db.tenancy import organization_of_new_rows
 from memvm.orm import Message, Run, RunEvent, Step
 from memvm.orm.conversation import in_conversation
+from memvm.orm.message import last_seq
 from memvm.runs.schemas import LastRun
 
 _in_conversation = partial(in_conversation, Run.conversation_id)  # threads.py's names
@@ -246,7 +248,8 @@ async def newest_run(
 
 
 # A step's row and the messages it stores go in one statement, built once, the rows as JSON parameters
-# (json_rows). What the database fills in is the organization, the messages' seq and the timestamps.
+# (json_rows). What the database fills in is the organization, the messages' seq (after the
+# conversation's last: one statement form per kind of conversation, ByNull's) and the timestamps.
 _FILLED_IN = {"organization_id", "seq", "fts", "embedding", "tags", "created_at"}
 _STEP_TABLE, _MESSAGE_TABLE = (Base.metadata.tables[model.__tablename__] for model in (Step, Message))  # Core: one statement
 _STEP_COLUMNS = [c for c in _STEP_TABLE.c if c.name not in _FILLED_IN]
@@ -257,20 +260,31 @@ _GIVEN_MESSAGES = json_rows([*_MESSAGE_COLUMNS, column("n", Integer)], "messages
 _NEW_STEP = insert(_STEP_TABLE).from_select(
     ["organization_id", *(c.name for c in _STEP_COLUMNS)], select(_ORGANIZATION, *_GIVEN_STEP.c)
 )
-_INSERT_MESSAGES = (
-    insert(_MESSAGE_TABLE)
-    .from_select(
-        ["organization_id", *(c.name for c in _MESSAGE_COLUMNS)],
-        select(_ORGANIZATION, *(_GIVEN_MESSAGES.c[c.name] for c in _MESSAGE_COLUMNS)).order_by(_GIVEN_MESSAGES.c.n),  # seq order
+
+
+def _insert_messages(conversation_id: ColumnElement[Any]) -> Insert:
+    after = last_seq(_ORGANIZATION, bindparam("agent_id", type_=String), conversation_id)
+    given = [_GIVEN_MESSAGES.c[c.name] for c in _MESSAGE_COLUMNS]
+    rows = select(_ORGANIZATION, after + _GIVEN_MESSAGES.c.n + 1, *given).order_by(_GIVEN_MESSAGES.c.n)  # seq order
+    return (
+        insert(_MESSAGE_TABLE)
+        .from_select(["organization_id", "seq", *(c.name for c in _MESSAGE_COLUMNS)], rows)
+        .returning(*(_MESSAGE_TABLE.c[name] for name in ("id", "organization_id", "seq", "created_at")))
     )
-    .returning(*(_MESSAGE_TABLE.c[name] for name in ("id", "organization_id", "seq", "created_at")))
-)
-_INSERT_STEP_AND_MESSAGES = _INSERT_MESSAGES.add_cte(_NEW_STEP.cte("new_step"))
+
+
+# By whether the messages are in the agent's default conversation (conversation_id NULL).
+_INSERT_MESSAGES = {
+    default: _insert_messages(null() if default else bindparam("conversation_id", type_=String)) for default in (True, False)
+}
+_INSERT_STEP_AND_MESSAGES = {
+    default: statement.add_cte(_NEW_STEP.cte("new_step")) for default, statement in _INSERT_MESSAGES.items()
+}
 
 
 async def insert_messages(session: AsyncSession, messages: Sequence[Message]) -> None:
-    """Store the messages (in the order given) in one statement, the step's row not yet; their
-    objects get what the database filled in, as a flush would have given them."""
+    """Store the messages (in the order given, all of one conversation) in one statement, the step's
+    row not yet; their objects get what the database filled in, as a flush would have given them."""
     await _insert(session, _INSERT_MESSAGES, {}, messages)
 
 
@@ -279,11 +293,20 @@ async def insert_step(session: AsyncSession, step: Step, messages: Sequence[Mess
     await _insert(session, _INSERT_STEP_AND_MESSAGES, {"step": [row_of(step, _STEP_COLUMNS)]}, messages)
 
 
-async def _insert(session: AsyncSession, statement: Insert, params: dict[str, Any], messages: Sequence[Message]) -> None:
+async def _insert(
+    session: AsyncSession, statements: dict[bool, Insert], params: dict[str, Any], messages: Sequence[Message]
+) -> None:
     given = [row_of(message, _MESSAGE_COLUMNS) for message in messages]
     rows = [row | {"n": n} for n, row in enumerate(given)]
     organization_id = organization_of_new_rows(session.sync_session, "Message")
-    result = await session.execute(statement, {**params, "organization_id": organization_id, "messages": rows})
+    threads = {(row["agent_id"], row["conversation_id"]) for row in given}
+    if len(threads) > 1:
+        raise ValueError(f"messages are stored one conversation at a time, not {sorted(threads, key=str)}")
+    agent_id, conversation_id = next(iter(threads), (None, None))
+    params = params | {"organization_id": organization_id, "messages": rows, "agent_id": agent_id}
+    if conversation_id is not None:
+        params["conversation_id"] = conversation_id
+    result = await session.execute(statements[conversation_id is None], params)
     filled_in = {row.id: row._asdict() for row in result}
     for message, row in zip(messages, given, strict=True):
         for name, value in (row | filled_in[message.id]).items():

@@ -27,6 +27,7 @@ from sqlalchemy import (
     null,
     select,
     true,
+    tuple_,
     union_all,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, TSQUERY
@@ -38,7 +39,7 @@ from memvm.orm.conversation import in_conversation
 from memvm.orm.vector_type import Float4Vector
 from memvm.search.feedback import FEEDBACK_HITS, FEEDBACK_WEIGHT, HitWords, candidate_words, expansion_words, word_weights
 from memvm.search.fusion import Fused, lend_to_neighbours, reciprocal_rank_fusion
-from memvm.search.lexical import TermMatch, rank_by_term_rarity, with_previous_turns
+from memvm.search.lexical import TermMatch, rank_by_term_rarity, recency_of, with_previous_turns
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
 from memvm.search.vector_index import VECTOR_SEARCH_SETTINGS, same_model, vector_search_parameters
 from memvm.threads import ANY_CONVERSATION
@@ -50,6 +51,12 @@ SearchMode = Literal["hybrid", "vector", "fts"]
 CANDIDATES = 50
 # The `term` of the vector branch's rows; full-text rows carry their lexeme's index (0, 1, ...).
 VECTOR_BRANCH = -1
+
+
+# Across an agent's conversations, messages follow each other in time (then by seq, their place in
+# their conversation): ix_message_agent_id_created_at.
+_NEWEST_FIRST = (Message.created_at.desc(), Message.seq.desc())
+_OLDEST_FIRST = (Message.created_at.asc(), Message.seq.asc())
 
 
 @dataclass(frozen=True)
@@ -64,12 +71,12 @@ Side = Literal["before", "after"]
 
 @dataclass(frozen=True)
 class Adjacent:
-    """A message's previous and next message in its conversation, and the next one's seq (None at
-    either end)."""
+    """A message's previous and next message in its conversation, and the next one's recency (None
+    at either end)."""
 
     before: str | None
     after: str | None
-    after_seq: int | None
+    after_recency: int | None
 
 
 @dataclass(frozen=True)
@@ -100,7 +107,9 @@ async def search_messages(
     also matches its words), and with feedback two (the best hits' words, then the matches of the
     words it adds)."""
     candidates = max(CANDIDATES, 2 * limit)
-    base = _filtered(select(Message.id, Message.seq), agent_ids, roles, start, end).where(_in_conversation(conversation_id))
+    base = _filtered(select(Message.id, Message.created_at), agent_ids, roles, start, end).where(
+        _in_conversation(conversation_id)
+    )
     if exclude_run_id is not None:
         base = base.where(Message.run_id.is_distinct_from(exclude_run_id))
     vector = vector if mode in ("hybrid", "vector") else None
@@ -109,7 +118,7 @@ async def search_messages(
     if vector is not None:
         branches.append(_vector_branch(base, vector, candidates))
     rows = list(await session.execute(union_all(*branches))) if branches else []
-    matches = [TermMatch(row.term, row.id, row.seq) for row in rows if row.term >= 0]
+    matches = [TermMatch(row.term, row.id, recency_of(row.created_at)) for row in rows if row.term >= 0]
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     # relaxed_order can return neighbours slightly out of order: rank on the exact distances.
     vector_ids = [row.id for row in sorted((r for r in rows if r.term == VECTOR_BRANCH), key=lambda r: r.distance)]
@@ -198,7 +207,7 @@ def _lexeme_branches(
     return [
         base.add_columns(literal(term).label("term"), cast(null(), Float).label("distance"))
         .where(Message.fts.op("@@")(cast(func.quote_literal(lexeme), TSQUERY)))
-        .order_by(Message.seq.desc())
+        .order_by(*_NEWEST_FIRST)
         .limit(limit)
         for term, lexeme in enumerate(lexemes, start=first_term)
     ]
@@ -215,7 +224,7 @@ async def _feedback(
     if not pool:
         return [], {}
     rows = await session.execute(union_all(*_lexeme_branches(base, pool, window, first_term=len(lexemes))))
-    lent = [TermMatch(row.term, row.id, row.seq) for row in rows]
+    lent = [TermMatch(row.term, row.id, recency_of(row.created_at)) for row in rows]
     counts = Counter(pool[m.term - len(lexemes)] for m in lent)
     added = {len(lexemes) + pool.index(word) for word in expansion_words(weights, counts, window=window, terms=terms)}
     return [m for m in lent if m.term in added], dict.fromkeys(added, FEEDBACK_WEIGHT)
@@ -262,7 +271,7 @@ async def _adjacent_messages(session: AsyncSession, base: Select[*tuple[Any, ...
     nearest = {side: _adjacent(base, _HIT, earlier=side == "before") for side in get_args(Side)}
     columns: list[Any] = [_HIT.id, _HIT.conversation_id]
     for side, near in nearest.items():
-        columns += [near.c.id.label(side), near.c.conversation_id.label(f"{side}_in"), near.c.seq.label(f"{side}_seq")]
+        columns += [near.c.id.label(side), near.c.conversation_id.label(f"{side}_in"), near.c.created_at.label(f"{side}_at")]
     statement = select(*columns).select_from(_HIT)
     for near in nearest.values():
         statement = statement.outerjoin(near, true())
@@ -275,10 +284,10 @@ async def _adjacent_messages(session: AsyncSession, base: Select[*tuple[Any, ...
 
 
 def _beside(row: RowMapping, side: Side) -> tuple[str | None, int | None]:
-    """The message on `side` of the row's and its seq, if it is in the same conversation."""
+    """The message on `side` of the row's and its recency, if it is in the same conversation."""
     if row[side] is None or row[f"{side}_in"] != row["conversation_id"]:
         return None, None
-    return row[side], row[f"{side}_seq"]
+    return row[side], recency_of(row[f"{side}_at"])
 
 
 def _neighbours(adjacent: Mapping[str, Adjacent]) -> dict[str, list[str]]:
@@ -294,12 +303,13 @@ def _neighbours(adjacent: Mapping[str, Adjacent]) -> dict[str, list[str]]:
 
 
 def _next_turns(adjacent: Mapping[str, Adjacent]) -> dict[str, tuple[str, int]]:
-    return {i: (a.after, a.after_seq) for i, a in adjacent.items() if a.after is not None and a.after_seq is not None}
+    return {i: (a.after, a.after_recency) for i, a in adjacent.items() if a.after is not None and a.after_recency is not None}
 
 
 def _adjacent(base: Select[*tuple[Any, ...]], hit: Any, *, earlier: bool) -> Any:
-    side, order = (Message.seq < hit.seq, Message.seq.desc()) if earlier else (Message.seq > hit.seq, Message.seq.asc())
-    nearest = base.with_only_columns(Message.id, Message.conversation_id, Message.seq).where(
+    at, hit_at = tuple_(Message.created_at, Message.seq), tuple_(hit.created_at, hit.seq)
+    side, order = (at < hit_at, _NEWEST_FIRST) if earlier else (at > hit_at, _OLDEST_FIRST)
+    nearest = base.with_only_columns(Message.id, Message.conversation_id, Message.created_at).where(
         Message.agent_id == hit.agent_id, side
     )
-    return nearest.order_by(order).limit(1).lateral()
+    return nearest.order_by(*order).limit(1).lateral()

@@ -133,7 +133,7 @@ QUEUES = (
         message_table.EMBEDDING_QUEUE_PREDICATE,
         text_column="content",
         handle="(SELECT a.embedding FROM agent AS a WHERE a.organization_id = q.organization_id AND a.id = q.agent_id)",
-        order="seq",
+        order="created_at",
         stored_at="q.created_at",
     ),
     # Tools, built-in ones included, with the server's default model.

@@ -17,7 +17,7 @@ from memvm.db.vectors import vector_bytes
 from memvm.search import passage_statements as statements
 from memvm.search.conversation import CANDIDATES, VECTOR_BRANCH
 from memvm.search.fusion import fuse_rankings, reciprocal_rank_fusion
-from memvm.search.lexical import TermMatch, rank_by_term_rarity
+from memvm.search.lexical import TermMatch, rank_by_term_rarity, recency_of
 from memvm.search.passage_statements import Preparation, Shape
 from memvm.search.tuning import DEFAULT_TUNING, SearchTuning
 from memvm.search.vector_index import vector_search_parameters
@@ -207,7 +207,7 @@ def rank_hybrid(rows: Sequence[Any], *, candidates: int, limit: int, rrf_k: int)
         if term == VECTOR_BRANCH:
             nearest.append((row.distance, passage_id))
         else:
-            matches.append(TermMatch(term, passage_id, _microseconds(row.created_at)))
+            matches.append(TermMatch(term, passage_id, recency_of(row.created_at)))
     fts_ids = rank_by_term_rarity(matches, window=candidates, limit=candidates)
     nearest.sort(key=lambda pair: pair[0])
     fused = reciprocal_rank_fusion(fts_ids, [passage_id for _, passage_id in nearest], limit=limit, k=rrf_k)
@@ -222,10 +222,6 @@ async def _chosen(session: AsyncSession, search: PassageSearch, ids: Sequence[st
         return []
     found = {row.id: row for row in await direct.run(session, search.chosen_statement(), search.chosen_parameters(ids))}
     return [found[passage_id] for passage_id in ids if passage_id in found]
-
-
-def _microseconds(moment: datetime) -> int:
-    return int(moment.timestamp() * 1_000_000)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ def test_the_turn_after_a_match_matches_the_word_at_the_context_weight_once():
     found = with_previous_turns(said, next_turn, weight=0.5)
 
     assert {(m.id, m.weight) for m in found} == {("question", 1.0), ("says-it-too", 1.0), ("answer", 0.5), ("later", 0.5)}
-    assert next(m.seq for m in found if m.id == "answer") == 2  # ordered as the message itself
+    assert next(m.recency for m in found if m.id == "answer") == 2  # ordered as the message itself
 
 
 def test_a_message_saying_the_word_itself_keeps_its_own_weight():
