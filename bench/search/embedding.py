@@ -65,10 +65,11 @@ def _batches(emb: Any, sents: list[str]) -> tuple[np.ndarray, dict[str, Any], di
 
 def embedding_throughput(b: Bench) -> tuple[np.ndarray, np.ndarray]:
     """Sets b.embedder, b.report["embedding"] and the query vectors; returns the anchors and their clusters."""
-    from memvm.embeddings.local import LocalMiniLM
+    from memvm.embeddings.local import LocalMiniLM, default_threads
 
     a = b.a
-    emb = LocalMiniLM()
+    threads = default_threads()
+    emb = LocalMiniLM(threads=threads)
     t = time.perf_counter()
     emb.load()
     load_s = time.perf_counter() - t
@@ -83,7 +84,7 @@ def embedding_throughput(b: Bench) -> tuple[np.ndarray, np.ndarray]:
     anchors, batch, batch_200, batch_cpu_ms = _batches(emb, sents)
     b.report["embedding"] = {
         "model": MODEL,
-        "threads": emb._threads,
+        "threads": threads,
         "load_seconds": round(load_s, 2),
         "single": single,
         "batch": batch,
