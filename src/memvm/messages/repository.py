@@ -9,6 +9,7 @@ from sqlalchemy import (
     BigInteger,
     ClauseElement,
     ColumnElement,
+    ColumnExpressionArgument,
     Row,
     Select,
     String,
@@ -113,13 +114,25 @@ async def of_step(session: AsyncSession, step_id: str) -> list[Message]:
     return list(await session.scalars(select(Message).where(Message.step_id == step_id).order_by(Message.seq)))
 
 
+async def _update_in_order(session: AsyncSession, where: Sequence[ColumnExpressionArgument[bool]], values: dict[str, Any]) -> int:
+    """Update the messages matching `where`, locking them in the order of their ids first. Every
+    statement that writes several messages at once does so (the embedding worker's store too,
+    search/embedding_queue.py): two of them on the same rows, each locking in its own scan's order,
+    could each hold a row the other waits for (a compaction's eviction against a store of the same
+    messages' vectors did, and PostgreSQL ended the turn with "deadlock detected")."""
+    lock = select(Message.id).where(*where).order_by(Message.id).with_for_update(key_share=True)
+    locked = lock.cte("locked").prefix_with("MATERIALIZED")  # run once, in that order, whatever the update's plan
+    statement = update(Message).where(Message.id == locked.c.id).values(**values)
+    return await rows_affected(session, statement)
+
+
 async def evict(session: AsyncSession, message_ids: Sequence[str]) -> None:
-    await session.execute(update(Message).where(Message.id.in_(message_ids)).values(in_context=False))
+    await _update_in_order(session, [Message.id.in_(message_ids)], {"in_context": False})
 
 
 async def evict_all(session: AsyncSession, agent_id: str, conversation_id: str | None) -> int:
-    in_window = (Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context)
-    return await rows_affected(session, update(Message).where(*in_window).values(in_context=False))
+    in_window = [Message.agent_id == agent_id, _in_conversation(conversation_id), Message.in_context]
+    return await _update_in_order(session, in_window, {"in_context": False})
 
 
 async def history_page(
@@ -146,7 +159,8 @@ async def history_page(
 
 # Across agents and conversations messages are listed by time, then seq (a conversation's own order),
 # then id: ix_message_organization_id_created_at.
-_LISTED = tuple_(Message.created_at, Message.seq, Message.id)
+_LISTING_ORDER = (Message.created_at, Message.seq, Message.id)
+_LISTED = tuple_(*_LISTING_ORDER)
 
 
 def _listed(message: Message) -> ColumnElement[Any]:
@@ -174,20 +188,17 @@ async def organization_page(
     if before is not None:
         query = query.where(_listed(before) > _LISTED if ascending else _listed(before) < _LISTED)
     backwards = before is not None and after is None
-    order = (Message.created_at, Message.seq, Message.id)
-    query = query.order_by(*(c.asc() if ascending != backwards else c.desc() for c in order)).limit(limit)
+    query = query.order_by(*(c.asc() if ascending != backwards else c.desc() for c in _LISTING_ORDER)).limit(limit)
     rows = list(await session.scalars(query))
     return rows[::-1] if backwards else rows
 
 
+_NO_VECTOR = {"embedding": None, "embedding_model": None, "embedding_dim": None, "embed_attempts": 0, "embed_claimed_at": None}
+
+
 async def queue_reembedding(session: AsyncSession, agent_id: str) -> int:
     """Drop the agent's message vectors so the embedding queue recomputes them with its new model."""
-    return await rows_affected(
-        session,
-        update(Message)
-        .where(Message.agent_id == agent_id)
-        .values(embedding=None, embedding_model=None, embedding_dim=None, embed_attempts=0, embed_claimed_at=None),
-    )
+    return await _update_in_order(session, [Message.agent_id == agent_id], _NO_VECTOR)
 
 
 async def pending_embeddings(session: AsyncSession, agent_id: str) -> int:

@@ -92,14 +92,28 @@ def _queue(
     # statement for the whole batch, not one per row: asyncpg's executemany waits for its paused
     # writes to resume even once the connection is lost, so a database cut off mid-batch hung the
     # worker for good; a single statement fails with the connection. One per organization, though: under
-    # Citus each names one shard.
+    # Citus each names one shard. The rows are locked in the order of their ids, as every statement
+    # writing several messages locks them (messages/repository._update_in_order): locked in the
+    # batch's order, a store and a compaction's eviction of the same messages deadlocked.
+    target = f"""
+        target AS MATERIALIZED (
+            SELECT q.id, v.vector
+            FROM {table} AS q JOIN unnest(:keys, :claimed_at, :vectors) AS v(id, claimed_at, vector)
+                ON q.id = v.id AND q.embed_claimed_at = v.claimed_at
+            WHERE {scope.format("q")} true
+            ORDER BY q.id
+            FOR NO KEY UPDATE OF q)
+    """
     update = f"""
         UPDATE {table} AS q
-        SET embedding = v.vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
-        FROM unnest(:keys, :claimed_at, :vectors) AS v(id, claimed_at, vector)
-        WHERE {scope.format("q")} q.id = v.id AND q.embed_claimed_at = v.claimed_at
+        SET embedding = t.vector, embedding_model = :model, embedding_dim = :dim, embed_claimed_at = NULL
+        FROM target AS t
+        WHERE {scope.format("q")} q.id = t.id
     """
-    store = text(update if after_store is None else f"WITH stored AS ({update} RETURNING q.*) {after_store}").bindparams(
+    statement = (
+        f"WITH {target} {update}" if after_store is None else f"WITH {target}, stored AS ({update} RETURNING q.*) {after_store}"
+    )
+    store = text(statement).bindparams(
         bindparam("keys", type_=ARRAY(key_type())),
         bindparam("claimed_at", type_=ARRAY(DateTime(timezone=True))),
         bindparam("vectors", type_=ARRAY(Float4Vector(), dimensions=1)),
