@@ -1,11 +1,15 @@
 """Run one tool call: parse and check its arguments, dispatch to the handler inside a savepoint
-(so a failed call leaves nothing behind), and turn domain errors into results the model can act on."""
+(so a failed call leaves nothing behind) unless it needs none, and turn domain errors into results
+the model can act on."""
 
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from types import UnionType
 from typing import Any, Union, get_args, get_origin
+
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from memvm import metrics
 from memvm.errors import DomainError
@@ -39,6 +43,24 @@ HANDLERS: dict[str, Handler] = {
     "grep_files": file_tools.grep_files,
     "semantic_search_files": file_tools.semantic_search_files,
 }
+
+# Handlers that write nothing, or write once after every check that can refuse the call: a refused
+# call has changed nothing, so it needs no savepoint (two round trips to PostgreSQL, on most steps:
+# send_message is the usual last call). A write that fails fails the step either way. The others
+# may be refused after a write (a patch of several blocks, an archival insert's later statements, a
+# file opened past the limit, a grep cancelled by its timeout) and run inside a savepoint.
+NEED_NO_SAVEPOINT = frozenset(
+    {
+        "send_message",
+        "memory_finish_edits",
+        "conversation_search",
+        "core_memory_append",
+        "core_memory_replace",
+        "memory_replace",
+        "memory_insert",
+        "memory_rethink",
+    }
+)
 
 
 async def execute_all(
@@ -83,11 +105,16 @@ async def execute(ctx: ToolContext, call: ToolCall, allowed: frozenset[str]) -> 
         return ToolOutcome.invalid(str(error))
     try:
         with recompiles_dropped_on_error(ctx.session):
-            async with ctx.session.begin_nested():  # the call's id goes into the history of what it changes
+            async with _undone_if_refused(ctx.session, call.name):
+                # the call's id goes into the history of what it changes
                 message = await HANDLERS[call.name](replace(ctx, actor=replace(ctx.actor, tool_call_id=call.id)), **arguments)
     except DomainError as error:
         return ToolOutcome("error", error.message, heartbeat=heartbeat)
     return ToolOutcome("success", clip(message, RETURN_CHAR_LIMIT), terminal=call.name in TERMINAL_TOOLS, heartbeat=heartbeat)
+
+
+def _undone_if_refused(session: AsyncSession, name: str) -> AbstractAsyncContextManager[object]:
+    return nullcontext() if name in NEED_NO_SAVEPOINT else session.begin_nested()
 
 
 def unknown_tool(call: ToolCall, allowed: frozenset[str]) -> ToolOutcome:
