@@ -11,6 +11,7 @@ REFUSED_CALLS = [
     ("memory_insert", {"label": "human", "new_string": "far away", "insert_line": 99}),
     ("memory_rethink", {"label": "policy", "new_memory": "be rude"}),
     ("conversation_search", {"query": "Bob", "roles": ["narrator"]}),
+    ("archival_memory_search", {"query": "Bob", "tag_match_mode": "some"}),
 ]
 
 
@@ -21,7 +22,7 @@ def test_every_tool_without_a_savepoint_is_a_handler():
 async def test_refused_calls_without_a_savepoint_leave_the_step_able_to_write(client, llm, db):
     agent = await make_agent(
         client,
-        tools=["core_memory_append", "core_memory_replace", "memory_rethink", "conversation_search"],
+        tools=["core_memory_append", "core_memory_replace", "memory_rethink", "conversation_search", "archival_memory_search"],
         blocks=[
             {"label": "human", "value": "Name: Bob", "limit": 40},
             {"label": "policy", "value": "be kind", "read_only": True},

@@ -21,7 +21,6 @@ from tests.support.pg import asyncpg_dsn, next_seq, until_waiting
 
 MESSAGE_QUEUE = next(queue for queue in QUEUES if queue.table == "message")
 Write = Callable[[], Awaitable[object]]
-Prepare = Callable[[async_sessionmaker[AsyncSession], str, list[str]], Awaitable[Write]]
 
 
 async def _messages_stored_lowest_id_last(db: asyncpg.Connection, agent_id: str) -> list[str]:
@@ -83,7 +82,8 @@ async def _store_vectors(sessionmaker: async_sessionmaker[AsyncSession], agent_i
 
 
 async def _other_messages(db: asyncpg.Connection, count: int) -> None:
-    """Another agent's messages, already embedded and out of the window (a larger table)."""
+    """Another agent's messages, out of its window: a larger table. Stored after the six, so the
+    embedding queue's claim (oldest first) takes the six."""
     agent_id = await add_agent_with_messages(db, 0)
     await db.execute(
         "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"

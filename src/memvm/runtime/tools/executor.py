@@ -54,6 +54,7 @@ NEED_NO_SAVEPOINT = frozenset(
         "send_message",
         "memory_finish_edits",
         "conversation_search",
+        "archival_memory_search",
         "core_memory_append",
         "core_memory_replace",
         "memory_replace",
