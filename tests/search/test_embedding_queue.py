@@ -31,16 +31,21 @@ async def add_agent_with_messages(db, count, embedding=None, organization_id=DEF
         embedding,
         organization_id,
     )
-    for n in range(count):
+    await add_messages(db, agent_id, [new_id("message") for _ in range(count)], organization_id)
+    return agent_id
+
+
+async def add_messages(db, agent_id, ids, organization_id=DEFAULT_ORGANIZATION_ID):
+    """Messages of the agent's default conversation, waiting for a vector, stored in the order of `ids`."""
+    for n, message_id in enumerate(ids):
         await db.execute(
             "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"
             f" VALUES ($1, $2, 'user', 'message', $3, true, 0, $4, {next_seq('$2')})",
-            new_id("message"),
+            message_id,
             agent_id,
             f"note {n} about cats",
             organization_id,
         )
-    return agent_id
 
 
 async def add_organization(db, name):

@@ -16,8 +16,8 @@ from memvm.embeddings.registry import EmbedderRegistry
 from memvm.ids import new_id
 from memvm.messages import repository
 from memvm.search.embedding_queue import CLAIM_TIMEOUT_SECONDS, QUEUES
-from tests.search.test_embedding_queue import add_agent_with_messages
-from tests.support.pg import asyncpg_dsn, next_seq, until_waiting
+from tests.search.test_embedding_queue import add_agent_with_messages, add_messages
+from tests.support.pg import asyncpg_dsn, until_waiting
 
 MESSAGE_QUEUE = next(queue for queue in QUEUES if queue.table == "message")
 Write = Callable[[], Awaitable[object]]
@@ -26,14 +26,7 @@ Write = Callable[[], Awaitable[object]]
 async def _messages_stored_lowest_id_last(db: asyncpg.Connection, agent_id: str) -> list[str]:
     """Six messages whose lowest id is stored last: a scan in stored order meets it last."""
     ids = sorted(new_id("message") for _ in range(6))
-    for message_id in reversed(ids):
-        await db.execute(
-            "INSERT INTO message (id, agent_id, role, kind, content, in_context, embed_attempts, organization_id, seq)"
-            f" VALUES ($1, $2, 'user', 'message', 'a note about cats', true, 0, $3, {next_seq('$2')})",
-            message_id,
-            agent_id,
-            DEFAULT_ORGANIZATION_ID,
-        )
+    await add_messages(db, agent_id, ids[::-1])
     return ids
 
 
