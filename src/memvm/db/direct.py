@@ -6,9 +6,17 @@ ORM rows. Measured on one process (CPU per execution, the same SQL and rows): th
 read 0.58-0.70 ms through the session, 0.19-0.21 ms direct (8 messages; 1.18-1.28 against
 0.58-0.64 with 248), a run's start 0.94-1.14 against 0.42-0.48, its end 0.59-0.72 against 0.14-0.22. A
 Core statement built once gains nothing this way (a step's insert: 0.55-0.66 ms both ways), so
-those stay with the session. What the connection does is kept: the transaction (its BEGIN goes with
-the first statement, whichever way it comes), the wrapping of driver errors into SQLAlchemy's
-(api/errors.py's table maps them as any other) and the engine's events.
+those stay with the session.
+
+Once its transaction has begun (or in a read-only unit of work, which has none), a direct statement
+goes to the driver (asyncpg) itself, past SQLAlchemy's execution (a greenlet, a cursor, the result's
+set-up): 0.055-0.063 ms of CPU per run of a one-row read against 0.23-0.39 through `exec_driver_sql`
+(one process, 400 runs, three rounds). What the connection does is kept: a transaction's first
+statement still goes through SQLAlchemy, which sends the BEGIN (with the unit of work's options)
+before it; a driver error becomes the very exception SQLAlchemy raises for it (the connection
+invalidated when it was lost, the engine's `handle_error` events run), which api/errors.py's table
+maps as any other; rows come back as SQLAlchemy's rows. While anything listens to the statements
+SQLAlchemy sends (`before_cursor_execute`, as tests that record them do), they all go through it.
 
 Tenancy: a direct statement names its organization as the bound parameter `organization_id`, which
 `run` always fills from the session's scope; a statement without it is refused at its first run, a
@@ -17,16 +25,20 @@ statement that writes is refused in a read-only unit of work (db/uow.py's `readi
 session's are; what the session has pending is flushed first, as the session would.
 """
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from functools import cache
+from typing import Any, NoReturn, cast
 
-from sqlalchemy import ClauseElement, ColumnElement, CursorResult, bindparam, null
-from sqlalchemy.engine import Dialect
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import ClauseElement, ColumnElement, Result, bindparam, null
+from sqlalchemy.engine import Dialect, IteratorResult
+from sqlalchemy.engine.result import SimpleResultMetaData
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import Null
+from sqlalchemy.sql.selectable import ReturnsRows
 from sqlalchemy.types import TypeEngine
+from sqlalchemy.util import greenlet_spawn
 
 from memvm.db import tenancy, uow
 
@@ -45,6 +57,7 @@ class _Compiled:
     required: frozenset[str]  # those the caller gives (the others the statement carries: literals)
     defaults: Mapping[str, Any]
     processors: tuple[Callable[[Any], Any] | None, ...]  # each parameter's bind processor (JSON's dumps)
+    columns: tuple[str, ...]  # what it returns, for an empty result (a row's own names are PostgreSQL's)
 
 
 class Direct:
@@ -78,10 +91,11 @@ def _compile(statement: ClauseElement, dialect: Dialect, tenant: bool) -> _Compi
     names = tuple(compiled.positiontup or ())
     processors = tuple(binds[name].type.dialect_impl(dialect).bind_processor(dialect) for name in names)
     required = frozenset(name for name, bind in binds.items() if bind.required) - {ORGANIZATION}
-    return _Compiled(dialect, compiled.string, names, required, dict(compiled.params), processors)
+    columns = tuple(statement.exported_columns.keys()) if isinstance(statement, ReturnsRows) else ()
+    return _Compiled(dialect, compiled.string, names, required, dict(compiled.params), processors, columns)
 
 
-async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any] | None = None) -> CursorResult[Any]:
+async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any] | None = None) -> Result[Any]:
     """Run the statement in the session's transaction, in its organization; what pends in the
     session is flushed first, as the session does before its own statements."""
     organization_id = tenancy.organization_of(session.sync_session)
@@ -95,7 +109,43 @@ async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any
         await session.flush()
     connection = await session.connection()
     compiled = statement.compiled_for(connection.dialect)
-    return await connection.exec_driver_sql(compiled.sql, _arguments(compiled, params or {}, organization_id))
+    arguments = _arguments(compiled, params or {}, organization_id)
+    driver = (await connection.get_raw_connection()).driver_connection
+    began = uow.is_reading(session) or (driver is not None and driver.is_in_transaction())  # a read unit has no BEGIN
+    if driver is None or not began or _watched(connection):
+        return await connection.exec_driver_sql(compiled.sql, arguments)
+    try:
+        records = await driver.fetch(compiled.sql, *arguments)
+    except Exception as error:
+        await _raise_as_sqlalchemy(connection, error, compiled.sql, arguments)
+    return IteratorResult(_metadata(tuple(records[0].keys()) if records else compiled.columns), iter(records))
+
+
+def _watched(connection: AsyncConnection) -> bool:
+    """Whether something listens to the statements SQLAlchemy sends (an engine's events, as tests
+    record them): those see every statement, so they go through SQLAlchemy."""
+    dispatch = connection.sync_connection.dispatch  # type: ignore[union-attr]
+    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+
+@cache
+def _metadata(keys: tuple[str, ...]) -> SimpleResultMetaData:
+    """Rows' column names, as SQLAlchemy's results carry them (one per shape of result)."""
+    return SimpleResultMetaData(keys)
+
+
+async def _raise_as_sqlalchemy(connection: AsyncConnection, error: Exception, sql: str, arguments: Sequence[Any]) -> NoReturn:
+    """Raise what SQLAlchemy raises for this driver error: the DB-API error its adapter maps the
+    driver's to, wrapped by the connection (which invalidates itself if the error says it was lost,
+    and runs the engine's handle_error events)."""
+    synchronous = connection.sync_connection
+    assert synchronous is not None  # it is: the connection was just used
+    try:
+        synchronous.connection.dbapi_connection._handle_exception(error)  # type: ignore[union-attr]
+    except Exception as translated:
+        error = translated
+    await greenlet_spawn(synchronous._handle_dbapi_exception, error, sql, tuple(arguments), None, None)
+    raise AssertionError("unreachable: SQLAlchemy raises for every driver error")
 
 
 def _arguments(compiled: _Compiled, params: Mapping[str, Any], organization_id: str) -> tuple[Any, ...]:
@@ -122,7 +172,7 @@ class ByNull:
         self.when_null = Direct(build(null()))
         self.when_given = Direct(build(bindparam(name, type_=type_)))
 
-    async def run(self, session: AsyncSession, params: Mapping[str, Any]) -> CursorResult[Any]:
+    async def run(self, session: AsyncSession, params: Mapping[str, Any]) -> Result[Any]:
         if params[self.name] is None:
             return await run(session, self.when_null, {name: value for name, value in params.items() if name != self.name})
         return await run(session, self.when_given, params)
