@@ -110,9 +110,8 @@ async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any
     connection = await session.connection()
     compiled = statement.compiled_for(connection.dialect)
     arguments = _arguments(compiled, params or {}, organization_id)
-    driver = (await connection.get_raw_connection()).driver_connection
-    began = uow.is_reading(session) or (driver is not None and driver.is_in_transaction())  # a read unit has no BEGIN
-    if driver is None or not began or _watched(connection):
+    driver = await _driver(connection, reading=uow.is_reading(session))
+    if driver is None:
         return await connection.exec_driver_sql(compiled.sql, arguments)
     try:
         records = await driver.fetch(compiled.sql, *arguments)
@@ -121,11 +120,15 @@ async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any
     return IteratorResult(_metadata(tuple(records[0].keys()) if records else compiled.columns), iter(records))
 
 
-def _watched(connection: AsyncConnection) -> bool:
-    """Whether something listens to the statements SQLAlchemy sends (an engine's events, as tests
-    record them): those see every statement, so they go through SQLAlchemy."""
+async def _driver(connection: AsyncConnection, *, reading: bool) -> Any:
+    """asyncpg's connection, when a statement may skip SQLAlchemy: once the transaction has begun (a
+    read-only unit has none), and while nothing listens to the statements SQLAlchemy sends (an
+    engine's events, as tests record them: those see every statement). None otherwise."""
+    driver = (await connection.get_raw_connection()).driver_connection
     dispatch = connection.sync_connection.dispatch  # type: ignore[union-attr]
-    return bool(dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+    if driver is None or dispatch.before_cursor_execute or dispatch.after_cursor_execute:
+        return None
+    return driver if reading or driver.is_in_transaction() else None
 
 
 @cache
