@@ -93,7 +93,7 @@ async def test_a_constraint_violation_on_the_driver_is_sqlalchemys_integrity_err
 
     assert driver_fetches  # the refused statement went to the driver
     assert refused.value.orig.sqlstate == "23514"  # type: ignore[union-attr] # what api/errors.py's table reads
-    assert "ck_block" in str(refused.value.orig) or "char_limit" in str(refused.value.orig)
+    assert "ck_block_value_within_limit" in str(refused.value.orig)
     assert await db.fetchval("SELECT value FROM block WHERE id = 'block-direct-0'") == ORGANIZATIONS[0]
 
 

@@ -101,7 +101,8 @@ async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any
     organization_id = tenancy.organization_of(session.sync_session)
     if organization_id == tenancy.ALL_ORGANIZATIONS:
         raise tenancy.UnscopedSession("a direct statement runs in one organization; this session works across them")
-    if statement.writes and uow.is_reading(session):
+    reading = uow.is_reading(session)
+    if statement.writes and reading:
         raise uow.WriteWhileReading(f"a read-only unit of work may only SELECT, not run: {str(statement.statement)[:200]}")
     if params and ORGANIZATION in params:
         raise NotDirect(f"`{ORGANIZATION}` is the session's; run() fills it in")
@@ -110,7 +111,7 @@ async def run(session: AsyncSession, statement: Direct, params: Mapping[str, Any
     connection = await session.connection()
     compiled = statement.compiled_for(connection.dialect)
     arguments = _arguments(compiled, params or {}, organization_id)
-    driver = await _driver(connection, reading=uow.is_reading(session))
+    driver = await _driver(connection, reading=reading)
     if driver is None:
         return await connection.exec_driver_sql(compiled.sql, arguments)
     try:
